@@ -1,0 +1,106 @@
+//! The guest SDK: `heddle.h`/`heddle.hpp` (the host imports a target calls)
+//! and the compatibility library `libheddle_compat.a` (calls the threads
+//! wasi-libc lacks: `pthread_exit`, `memalign`, the `err/warn` family,
+//! `getrusage`/`times`/`clock`, `getpid`, `signal`, `raise`, `alarm`).
+//!
+//! The sources are embedded in the heddle binary and materialised, per
+//! toolchain, in a content-addressed directory of the cache, so a heddle
+//! binary needs nothing from the source tree at run time.
+
+use super::Toolchain;
+use crate::paths;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `(file name, contents)` of the public headers.
+pub const HEADERS: &[(&str, &str)] = &[
+    ("heddle.h", include_str!("../../../guest-sdk/include/heddle.h")),
+    ("heddle.hpp", include_str!("../../../guest-sdk/include/heddle.hpp")),
+    ("heddle_compat.h", include_str!("../../../guest-sdk/include/heddle_compat.h")),
+];
+
+/// `(file name, contents)` of the compatibility library's sources.
+pub const COMPAT_SOURCES: &[(&str, &str)] =
+    &[("compat.c", include_str!("../../../guest-sdk/compat/compat.c"))];
+
+/// Feature macros that make wasi-libc declare what the compat library emulates.
+pub const EMULATION_DEFINES: &[&str] = &[
+    "-D_WASI_EMULATED_PROCESS_CLOCKS",
+    "-D_WASI_EMULATED_SIGNAL",
+    "-D_WASI_EMULATED_GETPID",
+];
+
+fn sources_hash() -> String {
+    let mut all = String::new();
+    for (name, text) in HEADERS.iter().chain(COMPAT_SOURCES) {
+        all.push_str(name);
+        all.push('\0');
+        all.push_str(text);
+        all.push('\0');
+    }
+    paths::sha256_hex(all.as_bytes())
+}
+
+/// The toolchain identity: the toolchain's own base identity plus the SDK.
+pub fn identity(base: &str) -> String {
+    paths::sha256_hex(format!("{base}\n{}", sources_hash()).as_bytes())[..16].to_string()
+}
+
+/// The SDK directory for a toolchain whose base identity is `base`.
+pub fn dir(toolchain_dir: &Path, base: &str) -> PathBuf {
+    toolchain_dir.join(format!("sdk-{}", identity(base)))
+}
+
+/// The SDK directory, when it is complete.
+pub fn installed(toolchain_dir: &Path, base: &str) -> Option<PathBuf> {
+    let d = dir(toolchain_dir, base);
+    (d.join("libheddle_compat.a").exists() && d.join("include/heddle.h").exists()).then_some(d)
+}
+
+/// Writes the headers and builds the compatibility library into `out`.
+pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
+    let tmp = out.with_extension("tmp");
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(tmp.join("include"))?;
+    for (name, text) in HEADERS {
+        fs::write(tmp.join("include").join(name), text)?;
+    }
+    let mut objects = Vec::new();
+    for (name, text) in COMPAT_SOURCES {
+        let src = tmp.join(name);
+        fs::write(&src, text)?;
+        let obj = src.with_extension("o");
+        let mut cmd = Command::new(&tc.clang);
+        cmd.args(super::compile::target_flags(tc))
+            .args(EMULATION_DEFINES)
+            // No -g: the compatibility library is library code, which runs
+            // atomically between its own atomics.
+            .args(["-O2", "-c", "-Wall", "-Werror"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj);
+        let res = cmd.output().with_context(|| format!("cannot run {}", tc.clang.display()))?;
+        if !res.status.success() {
+            bail!(
+                "building the guest SDK library failed:\n{}",
+                String::from_utf8_lossy(&res.stderr)
+            );
+        }
+        objects.push(obj);
+    }
+    let lib = tmp.join("libheddle_compat.a");
+    let res = Command::new(&tc.ar)
+        .arg("rcs")
+        .arg(&lib)
+        .args(&objects)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.ar.display()))?;
+    if !res.status.success() {
+        bail!("llvm-ar failed: {}", String::from_utf8_lossy(&res.stderr));
+    }
+    let _ = fs::remove_dir_all(out);
+    fs::rename(&tmp, out)?;
+    Ok(())
+}

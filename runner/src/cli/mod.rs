@@ -1,0 +1,74 @@
+//! Command-line interface. Exit codes: 0 no bug, 1 bug found (or an
+//! expectation failed), 2 usage or input error.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod toolchain;
+
+/// Exit code: no bug found.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a bug was found, or an expectation failed.
+pub const EXIT_BUG: i32 = 1;
+/// Exit code: bad usage or bad input.
+pub const EXIT_USAGE: i32 = 2;
+
+#[derive(Parser)]
+#[command(name = "heddle", version, about = "Deterministic-simulation test runner for concurrent C/C++", disable_help_subcommand = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compile pthread C/C++ to a module heddle can run (clang flags pass through; --legacy accepts old C).
+    Cc {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Install or check the C/C++ toolchain.
+    Toolchain {
+        #[command(subcommand)]
+        cmd: toolchain::ToolchainCmd,
+    },
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("heddle: error: {}", one_line(&e));
+            EXIT_USAGE
+        }
+    }
+}
+
+/// An error chain as one line (multi-line tool output such as clang's
+/// diagnostics is kept below it).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ")
+}
+
+fn dispatch(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Cc { args } => toolchain::cc(args),
+        Cmd::Toolchain { cmd } => toolchain::run(cmd),
+    }
+}

@@ -1,0 +1,16 @@
+//! heddle: a deterministic-simulation test runner for concurrent C/C++.
+//!
+//! A target is compiled to `wasm32-wasip1-threads` ([`cc`]), rewritten so that
+//! every instruction that can communicate between threads calls into the host
+//! first ([`instrument`]), and run inside wasmtime with exactly one guest
+//! thread running at a time ([`runtime`]); which thread runs next is decided
+//! by a [`sched::Strategy`]. A run is a pure function of (module, config,
+//! seed): its [`trace`] is a small replay file that reproduces it anywhere.
+//!
+//! Data flows one way:
+//! `source → module → instrumented module + sites → runs → traces → verdicts → reports`.
+
+pub mod cc;
+pub mod cli;
+pub mod modinfo;
+pub mod paths;

@@ -1,0 +1,172 @@
+//! A quick structural look at a wasm module: imports, exports, memory and
+//! function names. Used to check a module before anything else touches it, so
+//! that bad input gets a one-line error naming the problem.
+
+use anyhow::{bail, Context, Result};
+use wasmparser::{ExternalKind, KnownCustom, Name, Parser, Payload, TypeRef};
+
+/// What an import is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportKind {
+    Func { type_index: u32 },
+    Memory { shared: bool, min_pages: u64, max_pages: Option<u64>, memory64: bool },
+    Table,
+    Global,
+    Tag,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub module: String,
+    pub name: String,
+    pub kind: ImportKind,
+}
+
+/// Structural facts about a module.
+#[derive(Debug, Clone, Default)]
+pub struct ModuleInfo {
+    pub imports: Vec<Import>,
+    /// `(name, kind, index)`.
+    pub exports: Vec<(String, ExternalKind, u32)>,
+    /// Function names from the `name` section, by function index.
+    pub function_names: Vec<(u32, String)>,
+    /// Memories defined (not imported) by the module.
+    pub defined_memories: u32,
+    pub has_debug_info: bool,
+}
+
+/// Weak symbols that wasi-libc declares and leaves undefined on purpose: it
+/// compares their address with null before calling, so their stub never runs.
+pub const BENIGN_WEAK: &[&str] = &["__wasilibc_futex_wait_maybe_busy"];
+
+/// The WebAssembly magic number and version 1.
+const WASM_HEADER: &[u8] = b"\0asm\x01\0\0\0";
+
+impl ModuleInfo {
+    /// Parses `bytes`. A file that is not a wasm module at all gets an error
+    /// saying so; a truncated or malformed one an error with the offset.
+    pub fn parse(bytes: &[u8]) -> Result<ModuleInfo> {
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            bail!("not a WebAssembly module (no \\0asm header)");
+        }
+        if &bytes[..8] != WASM_HEADER {
+            bail!("not a core WebAssembly module (a component or an unsupported version)");
+        }
+        let mut info = ModuleInfo::default();
+        for payload in Parser::new(0).parse_all(bytes) {
+            match payload.context("malformed WebAssembly module")? {
+                Payload::ImportSection(reader) => {
+                    for imp in reader.into_imports() {
+                        let imp = imp.context("malformed import section")?;
+                        let kind = match imp.ty {
+                            TypeRef::Func(i) | TypeRef::FuncExact(i) => {
+                                ImportKind::Func { type_index: i }
+                            }
+                            TypeRef::Memory(m) => ImportKind::Memory {
+                                shared: m.shared,
+                                min_pages: m.initial,
+                                max_pages: m.maximum,
+                                memory64: m.memory64,
+                            },
+                            TypeRef::Table(_) => ImportKind::Table,
+                            TypeRef::Global(_) => ImportKind::Global,
+                            TypeRef::Tag(_) => ImportKind::Tag,
+                        };
+                        info.imports.push(Import {
+                            module: imp.module.to_string(),
+                            name: imp.name.to_string(),
+                            kind,
+                        });
+                    }
+                }
+                Payload::MemorySection(reader) => info.defined_memories += reader.count(),
+                Payload::ExportSection(reader) => {
+                    for e in reader {
+                        let e = e.context("malformed export section")?;
+                        info.exports.push((e.name.to_string(), e.kind, e.index));
+                    }
+                }
+                Payload::CustomSection(c) => {
+                    if c.name().starts_with(".debug_") {
+                        info.has_debug_info = true;
+                    }
+                    if let KnownCustom::Name(names) = c.as_known() {
+                        for n in names.into_iter().flatten() {
+                            if let Name::Function(map) = n {
+                                for naming in map.into_iter().flatten() {
+                                    info.function_names
+                                        .push((naming.index, naming.name.to_string()));
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(info)
+    }
+
+    /// The imported memory `env.memory`, if any.
+    pub fn imported_memory(&self) -> Option<&ImportKind> {
+        self.imports
+            .iter()
+            .find(|i| matches!(i.kind, ImportKind::Memory { .. }))
+            .map(|i| &i.kind)
+    }
+
+    pub fn imports_func(&self, module: &str, name: &str) -> bool {
+        self.imports.iter().any(|i| {
+            i.module == module && i.name == name && matches!(i.kind, ImportKind::Func { .. })
+        })
+    }
+
+    pub fn exports_func(&self, name: &str) -> bool {
+        self.exports.iter().any(|(n, k, _)| n == name && *k == ExternalKind::Func)
+    }
+
+    /// wasm-ld's trap stubs (`signature_mismatch:*`, `undefined_weak:*`),
+    /// except those for optional hooks that wasi-libc tests for null before
+    /// calling ([`BENIGN_WEAK`]).
+    pub fn trap_stubs(&self) -> Vec<String> {
+        self.function_names
+            .iter()
+            .filter(|(_, n)| {
+                n.starts_with("signature_mismatch:")
+                    || n
+                        .strip_prefix("undefined_weak:")
+                        .is_some_and(|sym| !BENIGN_WEAK.contains(&sym))
+            })
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// Checks that this is a module heddle can run as a threaded program:
+    /// it imports one shared memory and exports `_start` (and
+    /// `wasi_thread_start` when it can spawn threads).
+    pub fn check_runnable(&self) -> Result<()> {
+        match self.imported_memory() {
+            None if self.defined_memories > 0 => bail!(
+                "module defines its own memory instead of importing a shared one: it was not built for wasm32-wasip1-threads (build it with `heddle cc`)"
+            ),
+            None => bail!("module has no memory import: it was not built for wasm32-wasip1-threads (build it with `heddle cc`)"),
+            Some(ImportKind::Memory { shared: false, .. }) => bail!(
+                "module's memory is not shared: it was not built with threads (build it with `heddle cc`, which passes -pthread)"
+            ),
+            Some(ImportKind::Memory { memory64: true, .. }) => {
+                bail!("module uses 64-bit memory, which heddle does not support")
+            }
+            _ => {}
+        }
+        if !self.exports_func("_start") {
+            bail!("module does not export `_start`: heddle runs command modules (a `main` program)");
+        }
+        if self.imports_func("wasi", "thread-spawn") && !self.exports_func("wasi_thread_start") {
+            bail!("module imports wasi.thread-spawn but does not export `wasi_thread_start`");
+        }
+        if let Some(stub) = self.trap_stubs().first() {
+            bail!("module contains the wasm-ld trap stub `{stub}`: it traps at run time for a reason unrelated to concurrency");
+        }
+        Ok(())
+    }
+}
