@@ -1,29 +1,24 @@
 /*
  * aba_stack.c — the ABA problem in a lock-free (Treiber) stack.
  *
- * A free list of POOL_SIZE nodes from a static pool (no malloc) is shared by
- * worker threads. Each worker takes (pops) a few nodes, then gives them back
- * (pushes them) in the order it took them. push and pop swap `head` with a
- * compare-and-swap.
+ * Workers share a free list of POOL_SIZE nodes from a static pool (no malloc):
+ * each pops a few nodes, then pushes them back in the order taken. push and
+ * pop swap `head` with a compare-and-swap.
  *
  * Bug: pop reads head = A and A->next = B, then CASes head from A to B. The
  *      CAS only checks that head is *still A*, not that the stack is
  *      unchanged. Bad schedule (stack A -> B -> C):
  *        worker 1: pop reads head = A, next = B ... preempted
- *        worker 2: pops A, pops B, pushes A back          (stack A -> C)
- *        worker 1: CAS(head: A -> B) succeeds             (stack B -> ?)
- *      B is installed as the top although worker 2 owns it; C is lost, and
- *      when worker 2 gives B back, B->next = B. A node ends up popped twice or
- *      the final list is cyclic / short.
+ *        worker 2: pops A, pops B, gives A back          (stack A -> C)
+ *        worker 1: CAS(head: A -> B) succeeds            (stack B -> C)
+ *      B is on top while worker 2 holds it: the next pop hands B out twice,
+ *      and when worker 2 gives B back, B->next = B and C is lost.
  *
- * Under heddle: verdict `assertion` — either "node popped twice" in pop, or
- *      main's final walk of the free list finds a node twice or too few
- *      nodes. Needs one worker preempted inside pop while another completes
- *      several operations; the third worker adds more such schedules.
+ * Under heddle: verdict `assertion` — "node popped twice" in a worker, or a
+ *      cycle / missing nodes in main's final walk of the list.
  *
- * -DFIXED: head is a 64-bit word holding (version << 32 | node index + 1);
- *      every successful CAS bumps the version, so a head that went A -> ... ->
- *      A again no longer compares equal and the stale CAS fails and retries.
+ * -DFIXED: head is one 64-bit word, node index + version; every successful
+ *      CAS bumps the version, so a stale CAS fails even if the top is A again.
  *
  * Args: [workers, default 3, max 4] [nodes each worker takes, default 2, max 4]
  */
@@ -36,7 +31,7 @@
 
 #define POOL_SIZE 3
 #define MAX_WORKERS 4
-#define MAX_TAKE 4
+#define MAX_TAKE 4 /* nodes one worker takes at most */
 
 struct node {
     struct node *next; /* accessed with __atomic builtins: read concurrently */
@@ -47,16 +42,13 @@ static struct node pool[POOL_SIZE];
 static int take_per_worker = 2;
 
 #ifdef FIXED
-/* (version << 32) | (index + 1); index + 1 == 0 means empty. */
-static uint64_t head;
+static uint64_t head; /* version << 32 | (node index + 1); low half 0 = empty */
 
 static struct node *head_node(uint64_t h) {
-    uint32_t i = (uint32_t)h;
-    return i ? &pool[i - 1] : NULL;
+    return (uint32_t)h ? &pool[(uint32_t)h - 1] : NULL;
 }
-static uint64_t make_head(struct node *n, uint64_t old) {
-    uint64_t version = (old >> 32) + 1;
-    return version << 32 | (n ? (uint64_t)(n - pool) + 1 : 0);
+static uint64_t make_head(struct node *n, uint64_t old) { /* bumps the version */
+    return ((old >> 32) + 1) << 32 | (n ? (uint64_t)(n - pool) + 1 : 0);
 }
 
 static void push(struct node *n) {
@@ -74,8 +66,7 @@ static struct node *pop(void) {
         top = head_node(old);
         if (!top)
             return NULL;
-        /* may be stale if top was popped meanwhile: then the version differs */
-        next = __atomic_load_n(&top->next, __ATOMIC_RELAXED);
+        next = __atomic_load_n(&top->next, __ATOMIC_RELAXED); /* stale => version differs */
     } while (!__atomic_compare_exchange_n(&head, &old, make_head(next, old), 0,
                                           __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE));
     return top;
@@ -91,8 +82,7 @@ static void push(struct node *n) {
 }
 
 static struct node *pop(void) {
-    struct node *old = __atomic_load_n(&head, __ATOMIC_ACQUIRE);
-    struct node *next;
+    struct node *old = __atomic_load_n(&head, __ATOMIC_ACQUIRE), *next;
     do {
         if (!old)
             return NULL;
@@ -107,7 +97,6 @@ static void *worker(void *arg) {
     struct node *taken[MAX_TAKE];
     int n = 0;
     (void)arg;
-
     for (int i = 0; i < take_per_worker; i++) {
         struct node *nd = pop();
         if (!nd)
@@ -126,19 +115,17 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int workers = argc > 1 ? atoi(argv[1]) : 3;
     pthread_t threads[MAX_WORKERS];
-    int seen[POOL_SIZE] = {0};
-    int count = 0;
+    int seen[POOL_SIZE] = {0}, count = 0; /* for the final walk */
     char msg[128];
 
     take_per_worker = argc > 2 ? atoi(argv[2]) : 2;
     if (workers < 1 || workers > MAX_WORKERS || take_per_worker < 0 || take_per_worker > MAX_TAKE) {
-        fprintf(stderr, "usage: aba_stack [workers 1..%d] [take 0..%d]\n", MAX_WORKERS, MAX_TAKE);
+        fprintf(stderr, "usage: aba_stack [workers 1..4] [take 0..4]\n");
         return 2;
     }
 
     for (int i = POOL_SIZE - 1; i >= 0; i--) /* stack: pool[0] -> pool[1] -> pool[2] */
         push(&pool[i]);
-
     for (int i = 0; i < workers; i++)
         pthread_create(&threads[i], NULL, worker, NULL);
     for (int i = 0; i < workers; i++)
@@ -150,12 +137,10 @@ int main(int argc, char **argv) {
 #else
     struct node *n = head;
 #endif
-    for (; n && count <= POOL_SIZE; n = n->next) {
-        int i = (int)(n - pool);
-        snprintf(msg, sizeof msg, "ABA: node %d appears twice in the free list (cycle)", i);
-        heddle_assert(!seen[i], msg);
-        seen[i] = 1;
-        count++;
+    for (; n && count <= POOL_SIZE; n = n->next, count++) {
+        snprintf(msg, sizeof msg, "ABA: node %d appears twice in the free list (cycle)", (int)(n - pool));
+        heddle_assert(!seen[n - pool], msg);
+        seen[n - pool] = 1;
     }
     printf("free list holds %d of %d nodes\n", count, POOL_SIZE);
     snprintf(msg, sizeof msg, "ABA: free list holds %d of %d nodes after all were given back",

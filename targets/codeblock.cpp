@@ -52,8 +52,9 @@ static int executed;                 /* written by the executor only */
 static void *invalidator(void *) {
     heddle_thread_name("invalidator");
     pthread_mutex_lock(&cache_lock);
-    Block *old = cache[kHotKey];
-    cache.erase(kHotKey);
+    std::map<int, Block *>::iterator it = cache.find(kHotKey);
+    Block *old = it->second; /* only the invalidator erases, so it is there */
+    cache.erase(it);
 #ifdef FIXED
     exists = false; /* same critical section as the erase */
 #endif

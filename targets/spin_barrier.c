@@ -30,14 +30,14 @@
 
 #ifdef FIXED
 #include <stdatomic.h>
-static _Atomic unsigned char flag;
+_Atomic unsigned char flag; /* global: visible by name */
 #else
-static volatile unsigned char flag;
+volatile unsigned char flag; /* global: visible by name */
 /* Compiler-only barrier: stops the compiler reordering, not the CPU. */
 #define COMPILER_BARRIER() __asm__ __volatile__("" ::: "memory")
 #endif
 
-static int payload;
+int payload;
 
 static void *setter(void *arg) {
     (void)arg;

@@ -20,6 +20,7 @@
  *
  * Args: none.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep under strict -std=c11 */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -12,5 +12,7 @@
 
 pub mod cc;
 pub mod cli;
+pub mod instrument;
 pub mod modinfo;
 pub mod paths;
+pub mod target;

@@ -8,8 +8,15 @@ use wasmparser::{ExternalKind, KnownCustom, Name, Parser, Payload, TypeRef};
 /// What an import is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImportKind {
-    Func { type_index: u32 },
-    Memory { shared: bool, min_pages: u64, max_pages: Option<u64>, memory64: bool },
+    Func {
+        type_index: u32,
+    },
+    Memory {
+        shared: bool,
+        min_pages: u64,
+        max_pages: Option<u64>,
+        memory64: bool,
+    },
     Table,
     Global,
     Tag,
@@ -122,7 +129,9 @@ impl ModuleInfo {
     }
 
     pub fn exports_func(&self, name: &str) -> bool {
-        self.exports.iter().any(|(n, k, _)| n == name && *k == ExternalKind::Func)
+        self.exports
+            .iter()
+            .any(|(n, k, _)| n == name && *k == ExternalKind::Func)
     }
 
     /// wasm-ld's trap stubs (`signature_mismatch:*`, `undefined_weak:*`),
@@ -133,8 +142,7 @@ impl ModuleInfo {
             .iter()
             .filter(|(_, n)| {
                 n.starts_with("signature_mismatch:")
-                    || n
-                        .strip_prefix("undefined_weak:")
+                    || n.strip_prefix("undefined_weak:")
                         .is_some_and(|sym| !BENIGN_WEAK.contains(&sym))
             })
             .map(|(_, n)| n.clone())
@@ -159,7 +167,9 @@ impl ModuleInfo {
             _ => {}
         }
         if !self.exports_func("_start") {
-            bail!("module does not export `_start`: heddle runs command modules (a `main` program)");
+            bail!(
+                "module does not export `_start`: heddle runs command modules (a `main` program)"
+            );
         }
         if self.imports_func("wasi", "thread-spawn") && !self.exports_func("wasi_thread_start") {
             bail!("module imports wasi.thread-spawn but does not export `wasi_thread_start`");

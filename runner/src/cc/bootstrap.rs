@@ -86,7 +86,11 @@ fn resource_dir() -> PathBuf {
 /// rustup's self-contained directory for the threads target, if rustc is
 /// found (whether or not the target is installed).
 fn rust_self_contained() -> Option<PathBuf> {
-    let out = Command::new("rustc").arg("--print").arg("sysroot").output().ok()?;
+    let out = Command::new("rustc")
+        .arg("--print")
+        .arg("sysroot")
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -126,11 +130,23 @@ fn stamp_matches(dir: &Path) -> bool {
 pub fn debian_components() -> Vec<Component> {
     let mut out = Vec::new();
     let mut add = |name: &str, found: Option<PathBuf>, fix: String| {
-        out.push(Component { name: name.to_string(), found, fix })
+        out.push(Component {
+            name: name.to_string(),
+            found,
+            fix,
+        })
     };
     add("clang-19", present(llvm("bin/clang")), apt_fix("clang-19"));
-    add("wasm-ld (lld-19)", present(llvm("bin/wasm-ld")), apt_fix("lld-19"));
-    add("llvm-ar (llvm-19)", present(llvm("bin/llvm-ar")), apt_fix("llvm-19"));
+    add(
+        "wasm-ld (lld-19)",
+        present(llvm("bin/wasm-ld")),
+        apt_fix("lld-19"),
+    );
+    add(
+        "llvm-ar (llvm-19)",
+        present(llvm("bin/llvm-ar")),
+        apt_fix("llvm-19"),
+    );
     add(
         "compiler-rt wasm32 builtins",
         present(builtins_archive()),
@@ -231,7 +247,9 @@ pub fn install_debian(verbose: bool) -> Result<()> {
 
     match rust_self_contained() {
         None => bail!("rustc is not on PATH: install Rust with rustup (https://rustup.rs)"),
-        Some(dir) if dir.join("libc.a").exists() => report("rust target wasm32-wasip1-threads present"),
+        Some(dir) if dir.join("libc.a").exists() => {
+            report("rust target wasm32-wasip1-threads present")
+        }
         Some(_) => {
             eprintln!("heddle: rustup target add wasm32-wasip1-threads");
             let ok = Command::new("rustup")
@@ -344,7 +362,10 @@ fn apt_install(pkgs: &[&str]) -> Result<()> {
     if run(&["update", "-q"]) && run(&install) {
         return Ok(());
     }
-    bail!("`apt-get install {}` failed (see apt's message above)", pkgs.join(" "))
+    bail!(
+        "`apt-get install {}` failed (see apt's message above)",
+        pkgs.join(" ")
+    )
 }
 
 /// The Debian mirror this machine's apt sources already use.
@@ -448,7 +469,10 @@ fn fetch_trixie_headers() -> Result<()> {
             bail!(
                 "fetching Debian trixie's wasi-libc package failed (`apt-get {}`): {}",
                 args.join(" "),
-                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
             );
         }
         Ok(())
@@ -537,7 +561,9 @@ fn assemble_resource_dir() -> Result<()> {
     let dir = resource_dir();
     let rt = dir.join("lib/wasm32-unknown-wasip1-threads");
     let want = fs::metadata(builtins_archive())?.len();
-    let have = fs::metadata(rt.join("libclang_rt.builtins.a")).map(|m| m.len()).ok();
+    let have = fs::metadata(rt.join("libclang_rt.builtins.a"))
+        .map(|m| m.len())
+        .ok();
     if have == Some(want) && dir.join("include").exists() {
         return Ok(());
     }
@@ -595,13 +621,22 @@ pub fn wasi_sdk_components(root: &Path) -> Vec<Component> {
         ("clang", root.join("bin/clang")),
         ("clang++", root.join("bin/clang++")),
         ("llvm-ar", root.join("bin/llvm-ar")),
-        ("threads wasi-libc", sysroot.join("lib/wasm32-wasip1-threads/libc.a")),
-        ("threads headers", sysroot.join("include/wasm32-wasip1-threads/pthread.h")),
+        (
+            "threads wasi-libc",
+            sysroot.join("lib/wasm32-wasip1-threads/libc.a"),
+        ),
+        (
+            "threads headers",
+            sysroot.join("include/wasm32-wasip1-threads/pthread.h"),
+        ),
     ];
     for (name, path) in checks {
         out.push(Component {
             name: format!("wasi-sdk {name}"),
-            fix: format!("{} is missing: the wasi-sdk at {shown} is incomplete", path.display()),
+            fix: format!(
+                "{} is missing: the wasi-sdk at {shown} is incomplete",
+                path.display()
+            ),
             found: present(path),
         });
     }
@@ -619,7 +654,10 @@ pub fn wasi_sdk_toolchain(root: &Path) -> Result<Toolchain> {
     let sysroot = root.join("share/wasi-sysroot");
     let sdk_dir = wasi_sdk_sdk_dir(root);
     Ok(Toolchain {
-        flavor: Flavor::WasiSdk { root: root.to_path_buf(), version },
+        flavor: Flavor::WasiSdk {
+            root: root.to_path_buf(),
+            version,
+        },
         clang: root.join("bin/clang"),
         clangxx: root.join("bin/clang++"),
         ar: root.join("bin/llvm-ar"),
@@ -635,7 +673,10 @@ pub fn wasi_sdk_toolchain(root: &Path) -> Result<Toolchain> {
 /// With a wasi-sdk, the only thing heddle builds is the guest SDK library.
 pub fn install_wasi_sdk_extras(root: &Path, verbose: bool) -> Result<()> {
     let comps = wasi_sdk_components(root);
-    if let Some(bad) = comps.iter().find(|c| !c.ok() && c.name != "guest SDK library") {
+    if let Some(bad) = comps
+        .iter()
+        .find(|c| !c.ok() && c.name != "guest SDK library")
+    {
         bail!("{} is missing: {}", bad.name, bad.fix);
     }
     let _lock = paths::CacheLock::acquire(&toolchain_dir().join(".lock"))?;
@@ -656,13 +697,19 @@ mod tests {
     #[test]
     fn mirror_from_one_line_sources() {
         let s = vec!["# c\ndeb http://deb.debian.org/debian-security bookworm-security main\ndeb [arch=amd64] http://mirror.example/debian/ bookworm main\n".to_string()];
-        assert_eq!(mirror_from_sources(&s).as_deref(), Some("http://mirror.example/debian"));
+        assert_eq!(
+            mirror_from_sources(&s).as_deref(),
+            Some("http://mirror.example/debian")
+        );
     }
 
     #[test]
     fn mirror_from_deb822_sources() {
         let s = vec!["Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n".to_string()];
-        assert_eq!(mirror_from_sources(&s).as_deref(), Some("http://deb.debian.org/debian"));
+        assert_eq!(
+            mirror_from_sources(&s).as_deref(),
+            Some("http://deb.debian.org/debian")
+        );
     }
 
     #[test]

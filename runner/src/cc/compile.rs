@@ -98,8 +98,19 @@ impl CcRequest {
 fn takes_value(flag: &str) -> bool {
     matches!(
         flag,
-        "-o" | "-I" | "-L" | "-l" | "-D" | "-U" | "-include" | "-isystem" | "-x" | "-MF" | "-MT"
-            | "-Xlinker" | "-idirafter" | "-iquote"
+        "-o" | "-I"
+            | "-L"
+            | "-l"
+            | "-D"
+            | "-U"
+            | "-include"
+            | "-isystem"
+            | "-x"
+            | "-MF"
+            | "-MT"
+            | "-Xlinker"
+            | "-idirafter"
+            | "-iquote"
     )
 }
 
@@ -126,7 +137,8 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
         cmd.arg("-O1");
     }
     cmd.arg(format!("-I{}", tc.sdk_include.display()));
-    cmd.arg("-include").arg(tc.sdk_include.join("heddle_compat.h"));
+    cmd.arg("-include")
+        .arg(tc.sdk_include.join("heddle_compat.h"));
     cmd.args(sdk::EMULATION_DEFINES);
     if cxx {
         cmd.args(["-fno-exceptions", "-fno-strict-return"]);
@@ -149,7 +161,10 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
 pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<PathBuf> {
     let sources = req.sources();
     if sources.is_empty() {
-        if let Some(other) = req.args.iter().find(|a| !a.starts_with('-') && Path::new(a).exists())
+        if let Some(other) = req
+            .args
+            .iter()
+            .find(|a| !a.starts_with('-') && Path::new(a).exists())
         {
             bail!("{other} is not a C or C++ source file (expected .c, .cc, .cpp or .cxx)");
         }
@@ -160,9 +175,7 @@ pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<PathBuf> {
             bail!("{}: no such file", s.display());
         }
     }
-    let out = req
-        .output()
-        .context("no output given: use -o out.wasm")?;
+    let out = req.output().context("no output given: use -o out.wasm")?;
     let mut cmd = command_line(tc, req);
     let res = cmd
         .output()
@@ -219,7 +232,11 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
         }
     }
     for d in &dirs {
-        let dir = if d.as_os_str().is_empty() { Path::new(".") } else { d.as_path() };
+        let dir = if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d.as_path()
+        };
         let mut headers: Vec<PathBuf> = fs::read_dir(dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok().map(|e| e.path()))
@@ -249,15 +266,22 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
     if out.exists() {
         return Ok(out);
     }
-    let tmp = dir.join(format!("{}.{}.tmp.wasm", &hash[..32], std::process::id()));
+    // Link under the final file name (wasm-ld records it in the name
+    // section), in a private directory, then move it into place.
+    let tmp_dir = dir.join(format!("tmp-{}-{}", &hash[..16], std::process::id()));
+    fs::create_dir_all(&tmp_dir)?;
+    let tmp = tmp_dir.join(format!("{}.wasm", &hash[..32]));
     let mut args: Vec<String> = flags.to_vec();
     args.extend(sources.iter().map(|s| s.display().to_string()));
     args.push("-o".into());
     args.push(tmp.display().to_string());
-    let req = CcRequest { args, legacy: false };
-    compile(tc, &req)?;
-    fs::rename(&tmp, &out)?;
-    Ok(out)
+    let req = CcRequest {
+        args,
+        legacy: false,
+    };
+    let res = compile(tc, &req).and_then(|_| Ok(fs::rename(&tmp, &out)?));
+    let _ = fs::remove_dir_all(&tmp_dir);
+    res.map(|_| out)
 }
 
 #[cfg(test)]
@@ -265,17 +289,26 @@ mod tests {
     use super::*;
 
     fn req(args: &[&str]) -> CcRequest {
-        CcRequest { args: args.iter().map(|s| s.to_string()).collect(), legacy: false }
+        CcRequest {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            legacy: false,
+        }
     }
 
     #[test]
     fn finds_sources_and_output() {
         let r = req(&["-O2", "-I", "inc.c", "a.c", "b.cpp", "-o", "x.wasm", "-DX"]);
-        assert_eq!(r.sources(), vec![PathBuf::from("a.c"), PathBuf::from("b.cpp")]);
+        assert_eq!(
+            r.sources(),
+            vec![PathBuf::from("a.c"), PathBuf::from("b.cpp")]
+        );
         assert_eq!(r.output(), Some(PathBuf::from("x.wasm")));
         assert!(r.is_cxx());
         assert!(r.links());
         assert!(!req(&["-c", "a.c"]).links());
-        assert_eq!(req(&["-ox.wasm", "a.c"]).output(), Some(PathBuf::from("x.wasm")));
+        assert_eq!(
+            req(&["-ox.wasm", "a.c"]).output(),
+            Some(PathBuf::from("x.wasm"))
+        );
     }
 }

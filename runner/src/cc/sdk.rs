@@ -16,14 +16,25 @@ use std::process::Command;
 
 /// `(file name, contents)` of the public headers.
 pub const HEADERS: &[(&str, &str)] = &[
-    ("heddle.h", include_str!("../../../guest-sdk/include/heddle.h")),
-    ("heddle.hpp", include_str!("../../../guest-sdk/include/heddle.hpp")),
-    ("heddle_compat.h", include_str!("../../../guest-sdk/include/heddle_compat.h")),
+    (
+        "heddle.h",
+        include_str!("../../../guest-sdk/include/heddle.h"),
+    ),
+    (
+        "heddle.hpp",
+        include_str!("../../../guest-sdk/include/heddle.hpp"),
+    ),
+    (
+        "heddle_compat.h",
+        include_str!("../../../guest-sdk/include/heddle_compat.h"),
+    ),
 ];
 
 /// `(file name, contents)` of the compatibility library's sources.
-pub const COMPAT_SOURCES: &[(&str, &str)] =
-    &[("compat.c", include_str!("../../../guest-sdk/compat/compat.c"))];
+pub const COMPAT_SOURCES: &[(&str, &str)] = &[(
+    "compat.c",
+    include_str!("../../../guest-sdk/compat/compat.c"),
+)];
 
 /// Feature macros that make wasi-libc declare what the compat library emulates.
 pub const EMULATION_DEFINES: &[&str] = &[
@@ -81,7 +92,9 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
             .arg(&src)
             .arg("-o")
             .arg(&obj);
-        let res = cmd.output().with_context(|| format!("cannot run {}", tc.clang.display()))?;
+        let res = cmd
+            .output()
+            .with_context(|| format!("cannot run {}", tc.clang.display()))?;
         if !res.status.success() {
             bail!(
                 "building the guest SDK library failed:\n{}",

@@ -4,7 +4,10 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod instrument;
 mod toolchain;
+
+pub use instrument::InstrumentOpts;
 
 /// Exit code: no bug found.
 pub const EXIT_OK: i32 = 0;
@@ -14,7 +17,12 @@ pub const EXIT_BUG: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
 #[derive(Parser)]
-#[command(name = "heddle", version, about = "Deterministic-simulation test runner for concurrent C/C++", disable_help_subcommand = true)]
+#[command(
+    name = "heddle",
+    version,
+    about = "Deterministic-simulation test runner for concurrent C/C++",
+    disable_help_subcommand = true
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -27,6 +35,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
+    /// Rewrite a module so every inter-thread instruction is a yield point.
+    Instrument(instrument::InstrumentArgs),
+    /// List the yield-point sites of a module with their source lines.
+    Sites(instrument::SitesArgs),
     /// Install or check the C/C++ toolchain.
     Toolchain {
         #[command(subcommand)]
@@ -70,5 +82,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
         Cmd::Cc { args } => toolchain::cc(args),
         Cmd::Toolchain { cmd } => toolchain::run(cmd),
+        Cmd::Instrument(a) => instrument::instrument_cmd(a),
+        Cmd::Sites(a) => instrument::sites_cmd(a),
     }
 }

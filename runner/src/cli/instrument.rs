@@ -1,0 +1,137 @@
+//! `heddle instrument` and `heddle sites`.
+
+use super::EXIT_OK;
+use crate::instrument::{self, Config, Granularity};
+use crate::{paths, target};
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Options that choose how a module is instrumented.
+#[derive(Args, Debug, Clone, Default)]
+pub struct InstrumentOpts {
+    /// Which instructions are yield points: `sync` or `all`.
+    #[arg(long, default_value = "all")]
+    pub granularity: Granularity,
+    /// Treat functions matching this glob as user code (repeatable).
+    #[arg(long = "include-func", value_name = "GLOB")]
+    pub include_funcs: Vec<String>,
+    /// Treat functions matching this glob as library code (repeatable).
+    #[arg(long = "exclude-func", value_name = "GLOB")]
+    pub exclude_funcs: Vec<String>,
+    /// Treat functions from source files matching this glob as user code.
+    #[arg(long = "include-file", value_name = "GLOB")]
+    pub include_files: Vec<String>,
+    /// Treat functions from source files matching this glob as library code.
+    #[arg(long = "exclude-file", value_name = "GLOB")]
+    pub exclude_files: Vec<String>,
+}
+
+impl InstrumentOpts {
+    pub fn config(&self) -> Config {
+        Config {
+            granularity: self.granularity,
+            include_funcs: self.include_funcs.clone(),
+            exclude_funcs: self.exclude_funcs.clone(),
+            include_files: self.include_files.clone(),
+            exclude_files: self.exclude_files.clone(),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct InstrumentArgs {
+    /// Module (or C/C++ source) to instrument.
+    pub input: PathBuf,
+    /// Where to write the instrumented module.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Where to write the site table (JSON).
+    #[arg(long)]
+    pub sites: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: InstrumentOpts,
+}
+
+pub fn instrument_cmd(a: InstrumentArgs) -> Result<i32> {
+    let t = target::load(&a.input, &[])?;
+    let inst = instrument::instrument(&t.bytes, &a.opts.config())?;
+    paths::write_atomic(&a.output, &inst.module)?;
+    if let Some(p) = &a.sites {
+        paths::write_atomic(p, &serde_json::to_vec_pretty(&inst.sites)?)?;
+    }
+    eprintln!(
+        "heddle: wrote {} ({} sites)",
+        a.output.display(),
+        inst.sites.sites.len()
+    );
+    Ok(EXIT_OK)
+}
+
+#[derive(Args, Debug)]
+pub struct SitesArgs {
+    /// Module (or C/C++ source).
+    pub input: PathBuf,
+    /// Also list sites in library code.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the table as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub opts: InstrumentOpts,
+}
+
+pub fn sites_cmd(a: SitesArgs) -> Result<i32> {
+    let t = target::load(&a.input, &[])?;
+    let inst = instrument::instrument(&t.bytes, &a.opts.config())?;
+    let table = &inst.sites;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(table)?);
+        return Ok(EXIT_OK);
+    }
+    println!(
+        "{:>6}  {:<9} {:>4}  {:<28} {}",
+        "site", "kind", "size", "location", "function"
+    );
+    for s in &table.sites {
+        if !a.all && !s.user {
+            continue;
+        }
+        let kind = if s.atomic
+            && matches!(
+                s.kind,
+                instrument::SiteKind::Read | instrument::SiteKind::Write
+            ) {
+            format!("atomic-{}", s.kind.label())
+        } else {
+            s.kind.label().to_string()
+        };
+        let loc = s
+            .loc
+            .as_ref()
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "-".into());
+        let what = match &s.callee {
+            Some(c) => format!("{} -> {c}", s.func_name),
+            None => s.func_name.clone(),
+        };
+        println!(
+            "{:>6}  {:<9} {:>4}  {:<28} {}",
+            s.id, kind, s.size, loc, what
+        );
+    }
+    let shown = if a.all { "all" } else { "user-code" };
+    let counts: Vec<String> = table
+        .counts_by_kind()
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.label()))
+        .collect();
+    println!(
+        "{} sites ({} in user code; {shown} shown); by kind: {}",
+        table.sites.len(),
+        table.sites.iter().filter(|s| s.user).count(),
+        counts.join(", ")
+    );
+    Ok(EXIT_OK)
+}

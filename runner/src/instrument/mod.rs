@@ -1,0 +1,234 @@
+//! Instrumentation: wasm bytes in, instrumented wasm bytes plus a
+//! [`SiteTable`] out.
+//!
+//! Every instruction that can communicate between threads is turned into a
+//! *yield point*: it first calls a host import ([`RtImport`]) that receives
+//! the site id and the effective address, and may switch threads; then the
+//! original instruction runs in the guest, unchanged. Concretely:
+//!
+//! * `memory.atomic.wait32/64` and `memory.atomic.notify` are *replaced* by
+//!   host calls (they must never reach wasmtime's own implementation, which
+//!   parks the OS thread);
+//! * every atomic load, store, RMW, cmpxchg and `atomic.fence`, and every call
+//!   to a host import (WASI, `wasi.thread-spawn`, the guest SDK), is preceded
+//!   by a yield point;
+//! * at granularity [`Granularity::All`], so are plain loads, stores,
+//!   `memory.copy` and `memory.fill` in user code, except accesses provably
+//!   to the running thread's own stack frame ([`stack`]);
+//! * loop headers (and user function entries) decrement a per-thread
+//!   budget global and call the host only when it reaches zero, so a loop
+//!   with no other yield point is preempted deterministically.
+//!
+//! The module's start function (wasm-ld's `__wasm_init_memory`) runs during
+//! instantiation, before any thread is scheduled, and is left alone except
+//! for its wait/notify.
+//!
+//! The same input and configuration always give byte-identical output and
+//! the same site ids; [`instrument_cached`] stores results in the cache keyed
+//! by (module hash, configuration, [`INSTRUMENTER_VERSION`]).
+
+pub mod dwarf;
+pub mod rewrite;
+pub mod sites;
+pub mod stack;
+
+use crate::modinfo::ModuleInfo;
+use crate::paths;
+use anyhow::{bail, Context, Result};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+use std::fs;
+
+pub use dwarf::{DebugInfo, Frame, Loc};
+pub use rewrite::RtImport;
+pub use sites::{FuncInfo, Site, SiteId, SiteKind, SiteTable, Symbol};
+
+/// Bumped whenever the rewriting changes, so cached results are not reused.
+pub const INSTRUMENTER_VERSION: u32 = 1;
+
+/// Which instructions are yield points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Granularity {
+    /// Atomics, wait/notify, fences and host calls: the synchronisation points.
+    Sync,
+    /// `sync` plus plain loads/stores in user code (the default).
+    #[default]
+    All,
+}
+
+impl std::str::FromStr for Granularity {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sync" => Ok(Granularity::Sync),
+            "all" => Ok(Granularity::All),
+            _ => bail!("unknown granularity `{s}` (expected `sync` or `all`)"),
+        }
+    }
+}
+
+impl std::fmt::Display for Granularity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Granularity::Sync => "sync",
+            Granularity::All => "all",
+        })
+    }
+}
+
+/// How to instrument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Config {
+    pub granularity: Granularity,
+    /// Function-name globs treated as user code even without DWARF.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_funcs: Vec<String>,
+    /// Function-name globs treated as library code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_funcs: Vec<String>,
+    /// Source-file globs treated as user code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_files: Vec<String>,
+    /// Source-file globs treated as library code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_files: Vec<String>,
+}
+
+impl Config {
+    /// A canonical one-line description (part of cache keys and replay files).
+    pub fn describe(&self) -> String {
+        let mut s = format!("granularity={}", self.granularity);
+        for (k, v) in [
+            ("include-funcs", &self.include_funcs),
+            ("exclude-funcs", &self.exclude_funcs),
+            ("include-files", &self.include_files),
+            ("exclude-files", &self.exclude_files),
+        ] {
+            if !v.is_empty() {
+                s.push_str(&format!(" {k}={}", v.join(",")));
+            }
+        }
+        s
+    }
+
+    fn globs(patterns: &[String]) -> Result<GlobSet> {
+        let mut b = GlobSetBuilder::new();
+        for p in patterns {
+            b.add(Glob::new(p).with_context(|| format!("bad glob `{p}`"))?);
+        }
+        Ok(b.build()?)
+    }
+
+    fn filters(&self) -> Result<Filters> {
+        Ok(Filters {
+            include_funcs: Self::globs(&self.include_funcs)?,
+            exclude_funcs: Self::globs(&self.exclude_funcs)?,
+            include_files: Self::globs(&self.include_files)?,
+            exclude_files: Self::globs(&self.exclude_files)?,
+        })
+    }
+}
+
+/// Compiled include/exclude filters.
+pub struct Filters {
+    include_funcs: GlobSet,
+    exclude_funcs: GlobSet,
+    include_files: GlobSet,
+    exclude_files: GlobSet,
+}
+
+impl Filters {
+    /// Whether a function is user code: `dwarf_user` (DWARF says so) unless a
+    /// filter says otherwise; excludes win over includes.
+    pub fn is_user(
+        &self,
+        dwarf_user: bool,
+        raw: &str,
+        demangled: &str,
+        file: Option<&str>,
+    ) -> bool {
+        let file_matches =
+            |g: &GlobSet| file.is_some_and(|f| g.is_match(f) || g.is_match(dwarf::short_file(f)));
+        if self.exclude_funcs.is_match(raw)
+            || self.exclude_funcs.is_match(demangled)
+            || file_matches(&self.exclude_files)
+        {
+            return false;
+        }
+        if self.include_funcs.is_match(raw)
+            || self.include_funcs.is_match(demangled)
+            || file_matches(&self.include_files)
+        {
+            return true;
+        }
+        dwarf_user
+    }
+}
+
+/// An instrumented module with its site table.
+#[derive(Debug, Clone)]
+pub struct Instrumented {
+    pub module: Vec<u8>,
+    pub sites: SiteTable,
+}
+
+/// Instruments `bytes`. Invalid input (not wasm, truncated, invalid) gets a
+/// clear error, never a panic.
+pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
+    ModuleInfo::parse(bytes)?;
+    let filters = cfg.filters()?;
+    let debug = DebugInfo::parse(bytes).context("reading DWARF")?;
+    let out = rewrite::rewrite(bytes, cfg, &filters, &debug)?;
+    let symbols = debug
+        .globals()
+        .into_iter()
+        .map(|g| Symbol {
+            name: g.name,
+            addr: g.addr,
+            size: g.size,
+        })
+        .collect();
+    let sites = SiteTable {
+        instrumenter_version: INSTRUMENTER_VERSION,
+        module_sha256: paths::sha256_hex(bytes),
+        config: cfg.describe(),
+        sites: out.sites,
+        funcs: out.funcs,
+        orig_imported_funcs: out.orig_imported_funcs,
+        added_imports: RtImport::COUNT,
+        offset_map: out.offset_map,
+        data_start: out.data_start,
+        symbols,
+    };
+    Ok(Instrumented {
+        module: out.module,
+        sites,
+    })
+}
+
+/// [`instrument`] through the on-disk cache.
+pub fn instrument_cached(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
+    let key = paths::sha256_hex(
+        format!(
+            "heddle-instrument-{INSTRUMENTER_VERSION}\n{}\n{}",
+            cfg.describe(),
+            paths::sha256_hex(bytes)
+        )
+        .as_bytes(),
+    );
+    let dir = paths::cache_dir("instrumented")?;
+    let wasm_path = dir.join(format!("{}.wasm", &key[..32]));
+    let sites_path = dir.join(format!("{}.sites.json", &key[..32]));
+    if let (Ok(module), Ok(text)) = (fs::read(&wasm_path), fs::read(&sites_path)) {
+        if let Ok(sites) = serde_json::from_slice::<SiteTable>(&text) {
+            if sites.instrumenter_version == INSTRUMENTER_VERSION {
+                return Ok(Instrumented { module, sites });
+            }
+        }
+    }
+    let inst = instrument(bytes, cfg)?;
+    paths::write_atomic(&sites_path, &serde_json::to_vec(&inst.sites)?)?;
+    paths::write_atomic(&wasm_path, &inst.module)?;
+    Ok(inst)
+}

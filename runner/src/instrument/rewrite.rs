@@ -1,0 +1,1369 @@
+//! The module rewriter.
+//!
+//! One pass over the original module, validating as it goes, re-encoding
+//! every section with wasm-encoder's `reencode` support. The host imports of
+//! [`RtImport`] are appended after the module's own function imports (so all
+//! defined function indices shift by [`RtImport::COUNT`]), one mutable global
+//! (the preemption budget) is appended, and a few exports are added. Function
+//! bodies are rewritten as described in [`super`]. DWARF sections are dropped
+//! (their offsets no longer match); the site table and offset map stand in.
+
+use super::dwarf::DebugInfo;
+use super::sites::{FuncInfo, OffsetRun, Site, SiteKind};
+use super::stack::{AddrUse, FrameAnalysis};
+use super::{Config, Filters};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::BTreeMap;
+use wasm_encoder::reencode::Reencode;
+use wasm_encoder::{
+    BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, GlobalSection,
+    GlobalType, ImportSection, Instruction, Module, TypeSection, ValType,
+};
+use wasmparser::{
+    ExternalKind, FuncValidatorAllocations, KnownCustom, Name, Operator, Parser, Payload, TypeRef,
+    Validator, WasmFeatures,
+};
+
+/// The host imports added by instrumentation, module `heddle_rt`, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RtImport {
+    /// `access(site, addr) -> i32`: a yield point before an access, fence or
+    /// import call; non-zero means "call `switch` now".
+    Access,
+    /// `switch()`: give up the CPU until the scheduler picks this thread again.
+    Switch,
+    /// `wait32(site, addr, expected: i32, timeout_ns: i64) -> i32`.
+    Wait32,
+    /// `wait64(site, addr, expected: i64, timeout_ns: i64) -> i32`.
+    Wait64,
+    /// `notify(site, addr, count) -> i32` (number woken).
+    Notify,
+    /// `budget(site)`: the preemption budget ran out at a back-edge or entry.
+    Budget,
+    /// `range(site, addr, len) -> i32`: a yield point before `memory.fill`.
+    Range,
+    /// `copy(site, dst, src, len) -> i32`: a yield point before `memory.copy`.
+    Copy,
+    /// `call_catching(arg, fn) -> i32`: calls table function `fn(arg)` and
+    /// returns its result, or the value passed to `pthread_exit`.
+    CallCatching,
+}
+
+impl RtImport {
+    pub const COUNT: u32 = 9;
+    pub const MODULE: &'static str = "heddle_rt";
+    pub const ALL: [RtImport; 9] = [
+        RtImport::Access,
+        RtImport::Switch,
+        RtImport::Wait32,
+        RtImport::Wait64,
+        RtImport::Notify,
+        RtImport::Budget,
+        RtImport::Range,
+        RtImport::Copy,
+        RtImport::CallCatching,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RtImport::Access => "access",
+            RtImport::Switch => "switch",
+            RtImport::Wait32 => "wait32",
+            RtImport::Wait64 => "wait64",
+            RtImport::Notify => "notify",
+            RtImport::Budget => "budget",
+            RtImport::Range => "range",
+            RtImport::Copy => "copy",
+            RtImport::CallCatching => "call_catching",
+        }
+    }
+
+    fn signature(self) -> (Vec<ValType>, Vec<ValType>) {
+        use ValType::{I32, I64};
+        match self {
+            RtImport::Access => (vec![I32, I32], vec![I32]),
+            RtImport::Switch => (vec![], vec![]),
+            RtImport::Wait32 => (vec![I32, I32, I32, I64], vec![I32]),
+            RtImport::Wait64 => (vec![I32, I32, I64, I64], vec![I32]),
+            RtImport::Notify => (vec![I32, I32, I32], vec![I32]),
+            RtImport::Budget => (vec![I32], vec![]),
+            RtImport::Range => (vec![I32, I32, I32], vec![I32]),
+            RtImport::Copy => (vec![I32, I32, I32, I32], vec![I32]),
+            RtImport::CallCatching => (vec![I32, I32], vec![I32]),
+        }
+    }
+}
+
+/// Export names added to the instrumented module.
+pub const EXPORT_BUDGET: &str = "heddle_budget";
+pub const EXPORT_SP: &str = "heddle_sp";
+pub const EXPORT_TABLE: &str = "heddle_table";
+
+/// What the rewriter produced.
+pub struct Output {
+    pub module: Vec<u8>,
+    pub sites: Vec<Site>,
+    pub funcs: Vec<FuncInfo>,
+    pub orig_imported_funcs: u32,
+    pub offset_map: Vec<OffsetRun>,
+    pub data_start: u32,
+}
+
+/// How an instruction is treated.
+#[derive(Debug, Clone, Copy)]
+enum Class {
+    Load {
+        atomic: bool,
+        size: u32,
+        offset: u64,
+    },
+    Store {
+        atomic: bool,
+        size: u32,
+        offset: u64,
+        val: ValType,
+    },
+    Rmw {
+        size: u32,
+        offset: u64,
+        val: ValType,
+    },
+    Cmpxchg {
+        size: u32,
+        offset: u64,
+        val: ValType,
+    },
+    /// v128 lane load/store: `[addr, v128] -> ...`.
+    Lane {
+        write: bool,
+        size: u32,
+        offset: u64,
+    },
+    Wait32 {
+        offset: u64,
+    },
+    Wait64 {
+        offset: u64,
+    },
+    Notify {
+        offset: u64,
+    },
+    Fence,
+    Copy,
+    Fill,
+}
+
+fn classify(op: &Operator) -> Option<Class> {
+    use Operator as O;
+    let m = |memarg: &wasmparser::MemArg| (1u32 << memarg.max_align, memarg.offset, memarg.memory);
+    macro_rules! mem0 {
+        ($memarg:expr, $e:expr) => {{
+            let (size, offset, memory) = m($memarg);
+            if memory != 0 {
+                return None;
+            }
+            let _ = size;
+            let _ = offset;
+            Some($e(size, offset))
+        }};
+    }
+    match op {
+        O::I32Load { memarg }
+        | O::I64Load { memarg }
+        | O::F32Load { memarg }
+        | O::F64Load { memarg }
+        | O::I32Load8S { memarg }
+        | O::I32Load8U { memarg }
+        | O::I32Load16S { memarg }
+        | O::I32Load16U { memarg }
+        | O::I64Load8S { memarg }
+        | O::I64Load8U { memarg }
+        | O::I64Load16S { memarg }
+        | O::I64Load16U { memarg }
+        | O::I64Load32S { memarg }
+        | O::I64Load32U { memarg }
+        | O::V128Load { memarg }
+        | O::V128Load8x8S { memarg }
+        | O::V128Load8x8U { memarg }
+        | O::V128Load16x4S { memarg }
+        | O::V128Load16x4U { memarg }
+        | O::V128Load32x2S { memarg }
+        | O::V128Load32x2U { memarg }
+        | O::V128Load8Splat { memarg }
+        | O::V128Load16Splat { memarg }
+        | O::V128Load32Splat { memarg }
+        | O::V128Load64Splat { memarg }
+        | O::V128Load32Zero { memarg }
+        | O::V128Load64Zero { memarg } => {
+            mem0!(memarg, |size, offset| Class::Load {
+                atomic: false,
+                size,
+                offset
+            })
+        }
+        O::I32AtomicLoad { memarg }
+        | O::I64AtomicLoad { memarg }
+        | O::I32AtomicLoad8U { memarg }
+        | O::I32AtomicLoad16U { memarg }
+        | O::I64AtomicLoad8U { memarg }
+        | O::I64AtomicLoad16U { memarg }
+        | O::I64AtomicLoad32U { memarg } => {
+            mem0!(memarg, |size, offset| Class::Load {
+                atomic: true,
+                size,
+                offset
+            })
+        }
+        O::I32Store { memarg } | O::I32Store8 { memarg } | O::I32Store16 { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: false,
+                size,
+                offset,
+                val: ValType::I32
+            })
+        }
+        O::I64Store { memarg }
+        | O::I64Store8 { memarg }
+        | O::I64Store16 { memarg }
+        | O::I64Store32 { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: false,
+                size,
+                offset,
+                val: ValType::I64
+            })
+        }
+        O::F32Store { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: false,
+                size,
+                offset,
+                val: ValType::F32
+            })
+        }
+        O::F64Store { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: false,
+                size,
+                offset,
+                val: ValType::F64
+            })
+        }
+        O::V128Store { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: false,
+                size,
+                offset,
+                val: ValType::V128
+            })
+        }
+        O::V128Load8Lane { memarg, .. }
+        | O::V128Load16Lane { memarg, .. }
+        | O::V128Load32Lane { memarg, .. }
+        | O::V128Load64Lane { memarg, .. } => {
+            mem0!(memarg, |size, offset| Class::Lane {
+                write: false,
+                size,
+                offset
+            })
+        }
+        O::V128Store8Lane { memarg, .. }
+        | O::V128Store16Lane { memarg, .. }
+        | O::V128Store32Lane { memarg, .. }
+        | O::V128Store64Lane { memarg, .. } => {
+            mem0!(memarg, |size, offset| Class::Lane {
+                write: true,
+                size,
+                offset
+            })
+        }
+        O::I32AtomicStore { memarg }
+        | O::I32AtomicStore8 { memarg }
+        | O::I32AtomicStore16 { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: true,
+                size,
+                offset,
+                val: ValType::I32
+            })
+        }
+        O::I64AtomicStore { memarg }
+        | O::I64AtomicStore8 { memarg }
+        | O::I64AtomicStore16 { memarg }
+        | O::I64AtomicStore32 { memarg } => {
+            mem0!(memarg, |size, offset| Class::Store {
+                atomic: true,
+                size,
+                offset,
+                val: ValType::I64
+            })
+        }
+        O::I32AtomicRmwAdd { memarg }
+        | O::I32AtomicRmw8AddU { memarg }
+        | O::I32AtomicRmw16AddU { memarg }
+        | O::I32AtomicRmwSub { memarg }
+        | O::I32AtomicRmw8SubU { memarg }
+        | O::I32AtomicRmw16SubU { memarg }
+        | O::I32AtomicRmwAnd { memarg }
+        | O::I32AtomicRmw8AndU { memarg }
+        | O::I32AtomicRmw16AndU { memarg }
+        | O::I32AtomicRmwOr { memarg }
+        | O::I32AtomicRmw8OrU { memarg }
+        | O::I32AtomicRmw16OrU { memarg }
+        | O::I32AtomicRmwXor { memarg }
+        | O::I32AtomicRmw8XorU { memarg }
+        | O::I32AtomicRmw16XorU { memarg }
+        | O::I32AtomicRmwXchg { memarg }
+        | O::I32AtomicRmw8XchgU { memarg }
+        | O::I32AtomicRmw16XchgU { memarg } => {
+            mem0!(memarg, |size, offset| Class::Rmw {
+                size,
+                offset,
+                val: ValType::I32
+            })
+        }
+        O::I64AtomicRmwAdd { memarg }
+        | O::I64AtomicRmw8AddU { memarg }
+        | O::I64AtomicRmw16AddU { memarg }
+        | O::I64AtomicRmw32AddU { memarg }
+        | O::I64AtomicRmwSub { memarg }
+        | O::I64AtomicRmw8SubU { memarg }
+        | O::I64AtomicRmw16SubU { memarg }
+        | O::I64AtomicRmw32SubU { memarg }
+        | O::I64AtomicRmwAnd { memarg }
+        | O::I64AtomicRmw8AndU { memarg }
+        | O::I64AtomicRmw16AndU { memarg }
+        | O::I64AtomicRmw32AndU { memarg }
+        | O::I64AtomicRmwOr { memarg }
+        | O::I64AtomicRmw8OrU { memarg }
+        | O::I64AtomicRmw16OrU { memarg }
+        | O::I64AtomicRmw32OrU { memarg }
+        | O::I64AtomicRmwXor { memarg }
+        | O::I64AtomicRmw8XorU { memarg }
+        | O::I64AtomicRmw16XorU { memarg }
+        | O::I64AtomicRmw32XorU { memarg }
+        | O::I64AtomicRmwXchg { memarg }
+        | O::I64AtomicRmw8XchgU { memarg }
+        | O::I64AtomicRmw16XchgU { memarg }
+        | O::I64AtomicRmw32XchgU { memarg } => {
+            mem0!(memarg, |size, offset| Class::Rmw {
+                size,
+                offset,
+                val: ValType::I64
+            })
+        }
+        O::I32AtomicRmwCmpxchg { memarg }
+        | O::I32AtomicRmw8CmpxchgU { memarg }
+        | O::I32AtomicRmw16CmpxchgU { memarg } => {
+            mem0!(memarg, |size, offset| Class::Cmpxchg {
+                size,
+                offset,
+                val: ValType::I32
+            })
+        }
+        O::I64AtomicRmwCmpxchg { memarg }
+        | O::I64AtomicRmw8CmpxchgU { memarg }
+        | O::I64AtomicRmw16CmpxchgU { memarg }
+        | O::I64AtomicRmw32CmpxchgU { memarg } => {
+            mem0!(memarg, |size, offset| Class::Cmpxchg {
+                size,
+                offset,
+                val: ValType::I64
+            })
+        }
+        O::MemoryAtomicWait32 { memarg } => mem0!(memarg, |_s, offset| Class::Wait32 { offset }),
+        O::MemoryAtomicWait64 { memarg } => mem0!(memarg, |_s, offset| Class::Wait64 { offset }),
+        O::MemoryAtomicNotify { memarg } => mem0!(memarg, |_s, offset| Class::Notify { offset }),
+        O::AtomicFence => Some(Class::Fence),
+        O::MemoryCopy {
+            dst_mem: 0,
+            src_mem: 0,
+        } => Some(Class::Copy),
+        O::MemoryFill { mem: 0 } => Some(Class::Fill),
+        _ => None,
+    }
+}
+
+impl Class {
+    fn is_sync(self) -> bool {
+        match self {
+            Class::Load { atomic, .. } | Class::Store { atomic, .. } => atomic,
+            Class::Rmw { .. } | Class::Cmpxchg { .. } => true,
+            Class::Wait32 { .. } | Class::Wait64 { .. } | Class::Notify { .. } | Class::Fence => {
+                true
+            }
+            Class::Lane { .. } | Class::Copy | Class::Fill => false,
+        }
+    }
+
+    fn addr_use(self) -> Option<AddrUse> {
+        Some(match self {
+            Class::Load { .. } => AddrUse::Load,
+            Class::Store { .. } | Class::Rmw { .. } | Class::Lane { .. } => {
+                AddrUse::Store { values: 1 }
+            }
+            Class::Cmpxchg { .. } => AddrUse::Store { values: 2 },
+            Class::Copy => AddrUse::Copy,
+            Class::Fill => AddrUse::Fill,
+            Class::Wait32 { .. } | Class::Wait64 { .. } => AddrUse::Store { values: 2 },
+            Class::Notify { .. } => AddrUse::Store { values: 1 },
+            Class::Fence => return None,
+        })
+    }
+
+    fn site_shape(self) -> (SiteKind, bool, u32, u64) {
+        match self {
+            Class::Load {
+                atomic,
+                size,
+                offset,
+            } => (SiteKind::Read, atomic, size, offset),
+            Class::Store {
+                atomic,
+                size,
+                offset,
+                ..
+            } => (SiteKind::Write, atomic, size, offset),
+            Class::Rmw { size, offset, .. } => (SiteKind::Rmw, true, size, offset),
+            Class::Cmpxchg { size, offset, .. } => (SiteKind::Cmpxchg, true, size, offset),
+            Class::Lane {
+                write,
+                size,
+                offset,
+            } => (
+                if write {
+                    SiteKind::Write
+                } else {
+                    SiteKind::Read
+                },
+                false,
+                size,
+                offset,
+            ),
+            Class::Wait32 { offset } => (SiteKind::Wait, true, 4, offset),
+            Class::Wait64 { offset } => (SiteKind::Wait, true, 8, offset),
+            Class::Notify { offset } => (SiteKind::Notify, true, 4, offset),
+            Class::Fence => (SiteKind::Fence, true, 0, 0),
+            Class::Copy => (SiteKind::Copy, false, 0, 0),
+            Class::Fill => (SiteKind::Fill, false, 0, 0),
+        }
+    }
+}
+
+/// Function-index remapping: original defined functions move up by the
+/// number of added imports.
+struct Remap {
+    imported_funcs: u32,
+}
+
+impl Reencode for Remap {
+    type Error = std::convert::Infallible;
+    fn function_index(
+        &mut self,
+        func: u32,
+    ) -> std::result::Result<u32, wasm_encoder::reencode::Error<Self::Error>> {
+        Ok(if func < self.imported_funcs {
+            func
+        } else {
+            func + RtImport::COUNT
+        })
+    }
+}
+
+fn reenc<T>(
+    r: std::result::Result<T, wasm_encoder::reencode::Error<std::convert::Infallible>>,
+) -> Result<T> {
+    r.map_err(|e| anyhow!("re-encoding failed: {e}"))
+}
+
+/// Scratch locals appended to each rewritten function.
+#[derive(Clone, Copy)]
+struct Scratch {
+    a: u32, // i32: address
+    b: u32, // i32
+    c: u32, // i32
+    d: u32, // i64
+    e: u32, // i64
+    f: u32, // f32
+    g: u32, // f64
+    h: u32, // v128
+}
+
+impl Scratch {
+    fn val(&self, t: ValType, second: bool) -> u32 {
+        match (t, second) {
+            (ValType::I32, false) => self.b,
+            (ValType::I32, true) => self.c,
+            (ValType::I64, false) => self.d,
+            (ValType::I64, true) => self.e,
+            (ValType::F32, _) => self.f,
+            (ValType::F64, _) => self.g,
+            _ => self.h,
+        }
+    }
+}
+
+struct ModuleFacts {
+    imported_funcs: u32,
+    /// Original function import names, by index.
+    import_names: Vec<String>,
+    func_names: BTreeMap<u32, String>,
+    sp_global: Option<u32>,
+    start: Option<u32>,
+    num_types: u32,
+    num_globals: u32,
+    has_table: bool,
+    imports_thread_exit: bool,
+}
+
+fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
+    let mut f = ModuleFacts {
+        imported_funcs: 0,
+        import_names: Vec::new(),
+        func_names: BTreeMap::new(),
+        sp_global: None,
+        start: None,
+        num_types: 0,
+        num_globals: 0,
+        has_table: false,
+        imports_thread_exit: false,
+    };
+    for p in Parser::new(0).parse_all(bytes) {
+        match p? {
+            Payload::TypeSection(r) => f.num_types = r.count(),
+            Payload::ImportSection(r) => {
+                for imp in r.into_imports() {
+                    let imp = imp?;
+                    match imp.ty {
+                        TypeRef::Func(_) | TypeRef::FuncExact(_) => {
+                            f.imported_funcs += 1;
+                            f.import_names.push(format!("{}.{}", imp.module, imp.name));
+                            if imp.module == "heddle" && imp.name == "thread_exit" {
+                                f.imports_thread_exit = true;
+                            }
+                            if imp.module == RtImport::MODULE {
+                                bail!(
+                                    "module is already instrumented (it imports {}.{})",
+                                    imp.module,
+                                    imp.name
+                                );
+                            }
+                        }
+                        TypeRef::Global(_) => f.num_globals += 1,
+                        TypeRef::Table(_) => f.has_table = true,
+                        _ => {}
+                    }
+                }
+            }
+            Payload::TableSection(r) => f.has_table |= r.count() > 0,
+            Payload::GlobalSection(r) => f.num_globals += r.count(),
+            Payload::StartSection { func, .. } => f.start = Some(func),
+            Payload::CustomSection(c) => {
+                if let KnownCustom::Name(names) = c.as_known() {
+                    for n in names.into_iter().flatten() {
+                        match n {
+                            Name::Function(map) => {
+                                for naming in map.into_iter().flatten() {
+                                    f.func_names.insert(naming.index, naming.name.to_string());
+                                }
+                            }
+                            Name::Global(map) => {
+                                for naming in map.into_iter().flatten() {
+                                    if naming.name == "__stack_pointer" {
+                                        f.sp_global = Some(naming.index);
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(f)
+}
+
+/// Demangles a C++ name; other names come back unchanged.
+pub fn demangle(name: &str) -> String {
+    addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None).into_owned()
+}
+
+/// Per-function emission context.
+struct Emitter<'a> {
+    func: Function,
+    scratch: Scratch,
+    budget_global: u32,
+    imported_funcs: u32,
+    remap: &'a mut Remap,
+    /// (relative offset in new body, original module offset, fixed).
+    runs: Vec<(u32, u32, bool)>,
+}
+
+impl Emitter<'_> {
+    fn rt(&self, i: RtImport) -> u32 {
+        self.imported_funcs + i as u32
+    }
+
+    fn ins(&mut self, i: Instruction) {
+        self.func.instruction(&i);
+    }
+
+    fn pos(&self) -> u32 {
+        self.func.byte_len() as u32
+    }
+
+    /// `i32.const site; <addr>; call access; if call switch end`.
+    fn yield_point(&mut self, site: u32, addr_local: Option<u32>) {
+        self.ins(Instruction::I32Const(site as i32));
+        match addr_local {
+            Some(l) => self.ins(Instruction::LocalGet(l)),
+            None => self.ins(Instruction::I32Const(0)),
+        }
+        self.ins(Instruction::Call(self.rt(RtImport::Access)));
+        self.switch_if();
+    }
+
+    fn switch_if(&mut self) {
+        self.ins(Instruction::If(BlockType::Empty));
+        self.ins(Instruction::Call(self.rt(RtImport::Switch)));
+        self.ins(Instruction::End);
+    }
+
+    /// Decrement the budget; call `budget(site)` when it reaches zero.
+    fn budget_point(&mut self, site: u32) {
+        let g = self.budget_global;
+        self.ins(Instruction::GlobalGet(g));
+        self.ins(Instruction::I32Const(1));
+        self.ins(Instruction::I32Sub);
+        self.ins(Instruction::GlobalSet(g));
+        self.ins(Instruction::GlobalGet(g));
+        self.ins(Instruction::I32Eqz);
+        self.ins(Instruction::If(BlockType::Empty));
+        self.ins(Instruction::I32Const(site as i32));
+        self.ins(Instruction::Call(self.rt(RtImport::Budget)));
+        self.ins(Instruction::End);
+    }
+
+    fn original(&mut self, op: Operator) -> Result<()> {
+        let i = reenc(self.remap.instruction(op))?;
+        self.func.instruction(&i);
+        Ok(())
+    }
+
+    fn mark(&mut self, orig: u32, fixed: bool) {
+        let rel = self.pos();
+        self.runs.push((rel, orig, fixed));
+    }
+}
+
+/// Rewrites `bytes` according to `cfg`.
+pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo) -> Result<Output> {
+    let facts = scan(bytes)?;
+    let mut remap = Remap {
+        imported_funcs: facts.imported_funcs,
+    };
+    let budget_global = facts.num_globals;
+    let rt_type_base = facts.num_types;
+
+    let mut features = WasmFeatures::default();
+    features.insert(WasmFeatures::THREADS);
+    features.insert(WasmFeatures::BULK_MEMORY);
+    let mut validator = Validator::new_with_features(features);
+    let mut allocs = FuncValidatorAllocations::default();
+
+    let mut module = Module::new();
+    let mut sites: Vec<Site> = Vec::new();
+    let mut funcs: Vec<FuncInfo> = Vec::new();
+    let mut func_runs: Vec<Vec<(u32, u32, bool)>> = Vec::new();
+    let mut defined_index = facts.imported_funcs;
+    let mut data_start: Option<u32> = None;
+
+    // Sections heddle must add to, created when the module lacks them.
+    // Order ranks follow the binary section order.
+    let rank = |p: &Payload| -> Option<u8> {
+        Some(match p {
+            Payload::TypeSection(_) => 1,
+            Payload::ImportSection(_) => 2,
+            Payload::FunctionSection(_) => 3,
+            Payload::TableSection(_) => 4,
+            Payload::MemorySection(_) => 5,
+            Payload::TagSection(_) => 6,
+            Payload::GlobalSection(_) => 7,
+            Payload::ExportSection(_) => 8,
+            Payload::StartSection { .. } => 9,
+            Payload::ElementSection(_) => 10,
+            Payload::DataCountSection { .. } => 11,
+            Payload::CodeSectionStart { .. } => 12,
+            Payload::DataSection(_) => 13,
+            _ => return None,
+        })
+    };
+    let mut done_types = false;
+    let mut done_imports = false;
+    let mut done_globals = false;
+    let mut done_exports = false;
+
+    let rt_types = |types: &mut TypeSection| {
+        for imp in RtImport::ALL {
+            let (p, r) = imp.signature();
+            types.ty().function(p, r);
+        }
+    };
+    let rt_imports = |imports: &mut ImportSection| {
+        for (i, imp) in RtImport::ALL.iter().enumerate() {
+            imports.import(
+                RtImport::MODULE,
+                imp.name(),
+                EntityType::Function(rt_type_base + i as u32),
+            );
+        }
+    };
+    let budget_globals = |globals: &mut GlobalSection| {
+        globals.global(
+            GlobalType {
+                val_type: ValType::I32,
+                mutable: true,
+                shared: false,
+            },
+            &wasm_encoder::ConstExpr::i32_const(i32::MAX),
+        );
+    };
+    let extra_exports = |exports: &mut ExportSection| {
+        exports.export(EXPORT_BUDGET, ExportKind::Global, budget_global);
+        if let Some(sp) = facts.sp_global {
+            exports.export(EXPORT_SP, ExportKind::Global, sp);
+        }
+        if facts.has_table {
+            exports.export(EXPORT_TABLE, ExportKind::Table, 0);
+        }
+    };
+
+    let mut code: Option<CodeSection> = None;
+    let mut code_count = 0u32;
+    let mut code_seen = 0u32;
+    let thread_start_c = facts
+        .func_names
+        .iter()
+        .find(|(_, n)| n.as_str() == "__wasi_thread_start_C")
+        .map(|(i, _)| *i);
+
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.context("malformed WebAssembly module")?;
+        let valid = validator
+            .payload(&payload)
+            .context("invalid WebAssembly module")?;
+        if let Some(r) = rank(&payload) {
+            if r > 1 && !done_types {
+                let mut t = TypeSection::new();
+                rt_types(&mut t);
+                module.section(&t);
+                done_types = true;
+            }
+            if r > 2 && !done_imports {
+                let mut t = ImportSection::new();
+                rt_imports(&mut t);
+                module.section(&t);
+                done_imports = true;
+            }
+            if r > 7 && !done_globals {
+                let mut g = GlobalSection::new();
+                budget_globals(&mut g);
+                module.section(&g);
+                done_globals = true;
+            }
+            if r > 8 && !done_exports {
+                let mut e = ExportSection::new();
+                extra_exports(&mut e);
+                module.section(&e);
+                done_exports = true;
+            }
+        }
+        match payload {
+            Payload::Version { .. } => {}
+            Payload::TypeSection(r) => {
+                let mut t = TypeSection::new();
+                reenc(remap.parse_type_section(&mut t, r))?;
+                rt_types(&mut t);
+                module.section(&t);
+                done_types = true;
+            }
+            Payload::ImportSection(r) => {
+                let mut t = ImportSection::new();
+                reenc(remap.parse_import_section(&mut t, r))?;
+                rt_imports(&mut t);
+                module.section(&t);
+                done_imports = true;
+            }
+            Payload::FunctionSection(r) => {
+                let mut t = wasm_encoder::FunctionSection::new();
+                reenc(remap.parse_function_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::TableSection(r) => {
+                let mut t = wasm_encoder::TableSection::new();
+                reenc(remap.parse_table_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::MemorySection(r) => {
+                let mut t = wasm_encoder::MemorySection::new();
+                reenc(remap.parse_memory_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::TagSection(r) => {
+                let mut t = wasm_encoder::TagSection::new();
+                reenc(remap.parse_tag_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::GlobalSection(r) => {
+                let mut t = GlobalSection::new();
+                reenc(remap.parse_global_section(&mut t, r))?;
+                budget_globals(&mut t);
+                module.section(&t);
+                done_globals = true;
+            }
+            Payload::ExportSection(r) => {
+                let mut t = ExportSection::new();
+                for e in r {
+                    let e = e?;
+                    let name = e.name;
+                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE].contains(&name) {
+                        continue;
+                    }
+                    let idx = match e.kind {
+                        ExternalKind::Func | ExternalKind::FuncExact => {
+                            reenc(remap.function_index(e.index))?
+                        }
+                        _ => e.index,
+                    };
+                    t.export(name, reenc(remap.export_kind(e.kind))?, idx);
+                }
+                extra_exports(&mut t);
+                module.section(&t);
+                done_exports = true;
+            }
+            Payload::StartSection { func, .. } => {
+                module.section(&wasm_encoder::StartSection {
+                    function_index: reenc(remap.function_index(func))?,
+                });
+            }
+            Payload::ElementSection(r) => {
+                let mut t = wasm_encoder::ElementSection::new();
+                reenc(remap.parse_element_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::DataCountSection { count, .. } => {
+                module.section(&wasm_encoder::DataCountSection { count });
+            }
+            Payload::DataSection(r) => {
+                let mut t = wasm_encoder::DataSection::new();
+                for d in r.clone() {
+                    if let wasmparser::DataKind::Active { offset_expr, .. } = d?.kind {
+                        let mut ops = offset_expr.get_operators_reader();
+                        if let Ok(Operator::I32Const { value }) = ops.read() {
+                            let v = value as u32;
+                            data_start = Some(data_start.map_or(v, |d| d.min(v)));
+                        }
+                    }
+                }
+                reenc(remap.parse_data_section(&mut t, r))?;
+                module.section(&t);
+            }
+            Payload::CodeSectionStart { count, .. } => {
+                code = Some(CodeSection::new());
+                code_count = count;
+            }
+            Payload::CodeSectionEntry(body) => {
+                let wasmparser::ValidPayload::Func(to_validate, _) = valid else {
+                    bail!("internal error: code entry without validator");
+                };
+                let fv = to_validate.into_validator(std::mem::take(&mut allocs));
+                let index = defined_index;
+                defined_index += 1;
+                let raw_name = facts.func_names.get(&index).cloned();
+                let name = raw_name
+                    .as_deref()
+                    .map(demangle)
+                    .unwrap_or_else(|| format!("func[{index}]"));
+                let range = body.range();
+                let has_dwarf_user = debug.is_user_function(range.start as u64..range.end as u64);
+                let first_op = body.get_operators_reader()?.original_position() as u64;
+                let file = debug.location(first_op).map(|l| l.file);
+                let user = filters.is_user(
+                    has_dwarf_user,
+                    raw_name.as_deref().unwrap_or(&name),
+                    &name,
+                    file.as_deref(),
+                );
+                let is_start = facts.start == Some(index);
+                let ctx = FuncCtx {
+                    index,
+                    name: &name,
+                    user,
+                    is_start,
+                    plain: user && cfg.granularity == super::Granularity::All && !is_start,
+                    catch_thread_start: facts.imports_thread_exit && thread_start_c == Some(index),
+                };
+                let (func, runs, new_allocs, init_data) = rewrite_body(
+                    &body,
+                    fv,
+                    &ctx,
+                    &facts,
+                    &mut remap,
+                    budget_global,
+                    debug,
+                    &mut sites,
+                )?;
+                allocs = new_allocs;
+                if is_start {
+                    if let Some(d) = init_data {
+                        data_start = Some(data_start.map_or(d, |x| x.min(d)));
+                    }
+                }
+                funcs.push(FuncInfo {
+                    index,
+                    name: name.clone(),
+                    user,
+                    instrumented: ctx.plain,
+                });
+                code.as_mut().expect("code section").function(&func);
+                func_runs.push(runs);
+                code_seen += 1;
+                if code_seen == code_count {
+                    module.section(code.as_ref().expect("code section"));
+                }
+            }
+            Payload::CustomSection(c) => {
+                if c.name().starts_with(".debug_")
+                    || c.name().starts_with("reloc.")
+                    || c.name() == "linking"
+                {
+                    continue;
+                }
+                if let KnownCustom::Name(names) = c.as_known() {
+                    if let Ok(ns) = remap.custom_name_section(names) {
+                        module.section(&ns);
+                        continue;
+                    }
+                }
+                module.section(&wasm_encoder::CustomSection {
+                    name: c.name().into(),
+                    data: c.data().into(),
+                });
+            }
+            Payload::End(_) => {}
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    module.section(&wasm_encoder::RawSection {
+                        id,
+                        data: &bytes[range],
+                    });
+                }
+            }
+        }
+    }
+    if !done_types {
+        let mut t = TypeSection::new();
+        rt_types(&mut t);
+        module.section(&t);
+    }
+    if !done_imports {
+        let mut t = ImportSection::new();
+        rt_imports(&mut t);
+        module.section(&t);
+    }
+    if !done_globals {
+        let mut g = GlobalSection::new();
+        budget_globals(&mut g);
+        module.section(&g);
+    }
+    if !done_exports {
+        let mut e = ExportSection::new();
+        extra_exports(&mut e);
+        module.section(&e);
+    }
+    let out = module.finish();
+    let offset_map = absolute_offsets(&out, &func_runs)?;
+    Ok(Output {
+        module: out,
+        sites,
+        funcs,
+        orig_imported_funcs: facts.imported_funcs,
+        offset_map,
+        data_start: data_start.unwrap_or(1024),
+    })
+}
+
+/// Turns per-function relative runs into sorted module-offset runs.
+fn absolute_offsets(out: &[u8], func_runs: &[Vec<(u32, u32, bool)>]) -> Result<Vec<OffsetRun>> {
+    let mut starts = Vec::new();
+    for p in Parser::new(0).parse_all(out) {
+        if let Payload::CodeSectionEntry(body) = p? {
+            starts.push(body.range().start as u32);
+        }
+    }
+    let mut map = Vec::new();
+    for (start, runs) in starts.iter().zip(func_runs) {
+        for &(rel, orig, fixed) in runs {
+            map.push(OffsetRun {
+                start: start + rel,
+                orig,
+                fixed,
+            });
+        }
+    }
+    map.sort_by_key(|r| r.start);
+    map.dedup_by_key(|r| r.start);
+    Ok(map)
+}
+
+struct FuncCtx<'a> {
+    index: u32,
+    name: &'a str,
+    user: bool,
+    is_start: bool,
+    /// Plain accesses are yield points.
+    plain: bool,
+    /// Replace the start routine's `call_indirect` with `call_catching`.
+    catch_thread_start: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rewrite_body<'a>(
+    body: &wasmparser::FunctionBody<'a>,
+    mut fv: wasmparser::FuncValidator<wasmparser::ValidatorResources>,
+    ctx: &FuncCtx,
+    facts: &ModuleFacts,
+    remap: &mut Remap,
+    budget_global: u32,
+    debug: &DebugInfo,
+    sites: &mut Vec<Site>,
+) -> Result<(
+    Function,
+    Vec<(u32, u32, bool)>,
+    FuncValidatorAllocations,
+    Option<u32>,
+)> {
+    // Locals.
+    let mut locals: Vec<(u32, ValType)> = Vec::new();
+    let mut lr = body.get_locals_reader()?;
+    let mut num_locals = 0u32;
+    for _ in 0..lr.get_count() {
+        let offset = lr.original_position();
+        let (count, ty) = lr.read()?;
+        fv.define_locals(offset, count, ty)?;
+        locals.push((count, reenc(remap.val_type(ty))?));
+        num_locals += count;
+    }
+    let params = fv.len_locals() - num_locals;
+
+    // Pass 1: validate, compute arities and the frame analysis.
+    let mut ops: Vec<(Operator<'a>, usize, Option<usize>)> = Vec::new();
+    let mut frame = FrameAnalysis::new(facts.sp_global, params, fv.len_locals());
+    let mut reader = body.get_operators_reader()?;
+    let mut uses_v128 = false;
+    while !reader.eof() {
+        let (op, offset) = reader.read_with_offset()?;
+        let arity = op.operator_arity(&fv);
+        let class = classify(&op);
+        if matches!(
+            class,
+            Some(Class::Lane { .. })
+                | Some(Class::Store {
+                    val: ValType::V128,
+                    ..
+                })
+        ) {
+            uses_v128 = true;
+        }
+        let depth = fv.control_stack_height();
+        let access = frame.step(&op, arity, depth, class.and_then(|c| c.addr_use()));
+        fv.op(offset, &op)?;
+        frame.sync_height(fv.operand_stack_height() as usize);
+        ops.push((op, offset, access));
+    }
+    reader.finish()?;
+    if fv.control_stack_height() != 0 {
+        bail!(
+            "invalid WebAssembly module: function {} does not end with `end`",
+            ctx.index
+        );
+    }
+    let frame_access = frame.finish();
+
+    // Scratch locals.
+    let base = fv.len_locals();
+    let scratch = Scratch {
+        a: base,
+        b: base + 1,
+        c: base + 2,
+        d: base + 3,
+        e: base + 4,
+        f: base + 5,
+        g: base + 6,
+        h: base + 7,
+    };
+    locals.push((3, ValType::I32));
+    locals.push((2, ValType::I64));
+    locals.push((1, ValType::F32));
+    locals.push((1, ValType::F64));
+    if uses_v128 {
+        locals.push((1, ValType::V128));
+    }
+
+    let mut em = Emitter {
+        func: Function::new(locals),
+        scratch,
+        budget_global,
+        imported_funcs: facts.imported_funcs,
+        remap,
+        runs: Vec::new(),
+    };
+
+    let new_site = |sites: &mut Vec<Site>,
+                    kind: SiteKind,
+                    atomic: bool,
+                    size: u32,
+                    mem_offset: u64,
+                    offset: usize,
+                    callee: Option<String>|
+     -> u32 {
+        let id = sites.len() as u32;
+        sites.push(Site {
+            id,
+            func: ctx.index,
+            func_name: ctx.name.to_string(),
+            offset: offset as u32,
+            kind,
+            atomic,
+            size,
+            mem_offset,
+            loc: debug.location(offset as u64),
+            user: ctx.user,
+            callee,
+        });
+        id
+    };
+
+    // Function entry: preemption budget (user code only).
+    let entry_offset = ops.first().map(|o| o.1).unwrap_or(body.range().start);
+    if ctx.user && !ctx.is_start {
+        em.mark(entry_offset as u32, true);
+        let site = new_site(sites, SiteKind::Entry, false, 0, 0, entry_offset, None);
+        em.budget_point(site);
+    }
+
+    // Sites whose instruction has no line (line 0, e.g. a loop header) take
+    // the position of the next instruction that has one.
+    let mut unplaced_from = sites.len();
+    let mut init_data: Option<u32> = None;
+    let mut recent_consts: [Option<i32>; 3] = [None; 3];
+
+    for (op, offset, access) in ops {
+        let orig = offset as u32;
+        if unplaced_from < sites.len() {
+            if let Some(loc) = debug.location(offset as u64).filter(|l| l.line > 0) {
+                for site in &mut sites[unplaced_from..] {
+                    if site.loc.as_ref().is_some_and(|l| l.line == 0) {
+                        site.loc = Some(loc.clone());
+                    }
+                }
+                unplaced_from = sites.len();
+            }
+        }
+        if ctx.is_start {
+            if let Operator::MemoryInit { .. } = op {
+                if let Some(d) = recent_consts[0] {
+                    init_data = Some(init_data.map_or(d as u32, |x| x.min(d as u32)));
+                }
+            }
+            recent_consts = [
+                recent_consts[1],
+                recent_consts[2],
+                match op {
+                    Operator::I32Const { value } => Some(value),
+                    _ => None,
+                },
+            ];
+        }
+        let class = classify(&op);
+        let is_stack = access.map(|i| frame_access[i]).unwrap_or(false);
+        let instrument = match class {
+            None => false,
+            Some(_) if ctx.is_start => false,
+            Some(c) if c.is_sync() => true,
+            Some(_) => ctx.plain && !is_stack,
+        };
+        // wait/notify never reach wasmtime: even in the start function they
+        // are replaced (the host knows no thread is running yet).
+        let replace_futex = matches!(
+            class,
+            Some(Class::Wait32 { .. } | Class::Wait64 { .. } | Class::Notify { .. })
+        );
+        if instrument || replace_futex {
+            let c = class.expect("classified");
+            let (kind, atomic, size, mem_offset) = c.site_shape();
+            em.mark(orig, true);
+            let site = new_site(sites, kind, atomic, size, mem_offset, offset, None);
+            emit_access(&mut em, c, site, op, orig)?;
+            continue;
+        }
+        match op {
+            Operator::Loop { .. } => {
+                em.mark(orig, false);
+                em.original(op)?;
+                if !ctx.is_start {
+                    let site = new_site(sites, SiteKind::BackEdge, false, 0, 0, offset, None);
+                    em.mark(orig, true);
+                    em.budget_point(site);
+                }
+            }
+            Operator::Call { function_index }
+                if function_index < facts.imported_funcs && !ctx.is_start =>
+            {
+                let callee = facts.import_names.get(function_index as usize).cloned();
+                em.mark(orig, true);
+                let site = new_site(sites, SiteKind::Call, false, 0, 0, offset, callee);
+                em.yield_point(site, None);
+                em.mark(orig, false);
+                em.original(op)?;
+            }
+            Operator::CallIndirect { table_index: 0, .. } if ctx.catch_thread_start => {
+                em.mark(orig, true);
+                let f = em.rt(RtImport::CallCatching);
+                em.ins(Instruction::Call(f));
+            }
+            _ => {
+                em.mark(orig, false);
+                em.original(op)?;
+            }
+        }
+    }
+    let runs = std::mem::take(&mut em.runs);
+    let func = em.func;
+    Ok((func, compress_runs(runs), fv.into_allocations(), init_data))
+}
+
+/// Drops run entries that the previous run's delta already implies.
+fn compress_runs(runs: Vec<(u32, u32, bool)>) -> Vec<(u32, u32, bool)> {
+    let mut out: Vec<(u32, u32, bool)> = Vec::with_capacity(runs.len() / 4);
+    for r in runs {
+        if let Some(&(prev_rel, prev_orig, prev_fixed)) = out.last() {
+            if prev_rel == r.0 {
+                out.pop();
+            } else if !prev_fixed && !r.2 && r.1.wrapping_sub(prev_orig) == r.0 - prev_rel {
+                continue;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// Emits the instrumented form of one access instruction.
+fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -> Result<()> {
+    let s = em.scratch;
+    match c {
+        Class::Load { .. } => {
+            em.ins(Instruction::LocalTee(s.a));
+            em.yield_point(site, Some(s.a));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Store { val, .. } | Class::Rmw { val, .. } => {
+            let v = s.val(val, false);
+            em.ins(Instruction::LocalSet(v));
+            em.ins(Instruction::LocalTee(s.a));
+            em.yield_point(site, Some(s.a));
+            em.ins(Instruction::LocalGet(v));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Lane { .. } => {
+            em.ins(Instruction::LocalSet(s.h));
+            em.ins(Instruction::LocalTee(s.a));
+            em.yield_point(site, Some(s.a));
+            em.ins(Instruction::LocalGet(s.h));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Cmpxchg { val, .. } => {
+            let (v1, v2) = (s.val(val, false), s.val(val, true));
+            em.ins(Instruction::LocalSet(v2));
+            em.ins(Instruction::LocalSet(v1));
+            em.ins(Instruction::LocalTee(s.a));
+            em.yield_point(site, Some(s.a));
+            em.ins(Instruction::LocalGet(v1));
+            em.ins(Instruction::LocalGet(v2));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Fence => {
+            em.yield_point(site, None);
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Notify { .. } => {
+            em.ins(Instruction::LocalSet(s.b));
+            em.ins(Instruction::LocalSet(s.a));
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::Call(em.rt(RtImport::Notify)));
+        }
+        Class::Wait32 { .. } => {
+            em.ins(Instruction::LocalSet(s.d));
+            em.ins(Instruction::LocalSet(s.b));
+            em.ins(Instruction::LocalSet(s.a));
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::LocalGet(s.d));
+            em.ins(Instruction::Call(em.rt(RtImport::Wait32)));
+        }
+        Class::Wait64 { .. } => {
+            em.ins(Instruction::LocalSet(s.e));
+            em.ins(Instruction::LocalSet(s.d));
+            em.ins(Instruction::LocalSet(s.a));
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.d));
+            em.ins(Instruction::LocalGet(s.e));
+            em.ins(Instruction::Call(em.rt(RtImport::Wait64)));
+        }
+        Class::Copy => {
+            em.ins(Instruction::LocalSet(s.c));
+            em.ins(Instruction::LocalSet(s.b));
+            em.ins(Instruction::LocalSet(s.a));
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::LocalGet(s.c));
+            em.ins(Instruction::Call(em.rt(RtImport::Copy)));
+            em.switch_if();
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::LocalGet(s.c));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+        Class::Fill => {
+            em.ins(Instruction::LocalSet(s.c));
+            em.ins(Instruction::LocalSet(s.b));
+            em.ins(Instruction::LocalSet(s.a));
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.c));
+            em.ins(Instruction::Call(em.rt(RtImport::Range)));
+            em.switch_if();
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::LocalGet(s.c));
+            em.mark(orig, false);
+            em.original(op)?;
+        }
+    }
+    Ok(())
+}

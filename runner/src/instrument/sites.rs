@@ -1,0 +1,225 @@
+//! The site table: every instrumented instruction of the original module,
+//! with its kind, size and source position, plus the map from instrumented
+//! code offsets back to original ones (so that backtraces of the instrumented
+//! module symbolize to source lines).
+
+use super::dwarf::{Frame, Loc};
+use serde::{Deserialize, Serialize};
+
+/// Index of a site in [`SiteTable::sites`].
+pub type SiteId = u32;
+
+/// What a site does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SiteKind {
+    /// A load (plain or atomic).
+    Read,
+    /// A store (plain or atomic).
+    Write,
+    /// An atomic read-modify-write (add, sub, and, or, xor, xchg).
+    Rmw,
+    /// An atomic compare-exchange.
+    Cmpxchg,
+    /// `memory.atomic.wait32/64`.
+    Wait,
+    /// `memory.atomic.notify`.
+    Notify,
+    /// `atomic.fence`.
+    Fence,
+    /// `memory.copy` (reads the source range, writes the destination range).
+    Copy,
+    /// `memory.fill` (writes the range).
+    Fill,
+    /// A loop header: decrements the preemption budget.
+    BackEdge,
+    /// A function entry: decrements the preemption budget.
+    Entry,
+    /// A call to a host import (WASI, `wasi.thread-spawn`, the guest SDK).
+    Call,
+}
+
+impl SiteKind {
+    /// Short label used in tables and diagrams.
+    pub fn label(self) -> &'static str {
+        match self {
+            SiteKind::Read => "R",
+            SiteKind::Write => "W",
+            SiteKind::Rmw => "RMW",
+            SiteKind::Cmpxchg => "CAS",
+            SiteKind::Wait => "wait",
+            SiteKind::Notify => "notify",
+            SiteKind::Fence => "fence",
+            SiteKind::Copy => "copy",
+            SiteKind::Fill => "fill",
+            SiteKind::BackEdge => "back-edge",
+            SiteKind::Entry => "entry",
+            SiteKind::Call => "call",
+        }
+    }
+
+    /// Whether the site reads or writes memory.
+    pub fn is_access(self) -> bool {
+        matches!(
+            self,
+            SiteKind::Read
+                | SiteKind::Write
+                | SiteKind::Rmw
+                | SiteKind::Cmpxchg
+                | SiteKind::Copy
+                | SiteKind::Fill
+        )
+    }
+
+    /// Whether the site writes memory.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Copy | SiteKind::Fill
+        )
+    }
+}
+
+/// One instrumented instruction of the original module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Site {
+    pub id: SiteId,
+    /// Function index in the original module.
+    pub func: u32,
+    /// Function name (demangled) from the name section, or `func[N]`.
+    pub func_name: String,
+    /// Byte offset of the instruction in the original module.
+    pub offset: u32,
+    pub kind: SiteKind,
+    /// An atomic instruction (always a yield point, whatever the granularity).
+    pub atomic: bool,
+    /// Access size in bytes (0 when not an access or when dynamic).
+    pub size: u32,
+    /// The static `offset=` of the memory argument, added to the dynamic address.
+    pub mem_offset: u64,
+    /// Source position, when the module has DWARF for it.
+    pub loc: Option<Loc>,
+    /// Whether the function is user code.
+    pub user: bool,
+    /// For [`SiteKind::Call`]: the import called, as `module.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<String>,
+}
+
+impl Site {
+    /// `file:line` if known, else `function+offset`.
+    pub fn where_(&self) -> String {
+        match &self.loc {
+            Some(l) => l.short(),
+            None => format!("{}+{:#x}", self.func_name, self.offset),
+        }
+    }
+}
+
+/// A run of instrumented code offsets: instrumented `[start, next run's
+/// start)` maps to original `orig + (x - start)`, or to `orig` itself when
+/// `fixed` (code heddle inserted before an original instruction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetRun {
+    pub start: u32,
+    pub orig: u32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed: bool,
+}
+
+/// A function of the original module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FuncInfo {
+    pub index: u32,
+    pub name: String,
+    pub user: bool,
+    /// Whether plain accesses in it were instrumented.
+    pub instrumented: bool,
+}
+
+/// The whole table, serializable and content-addressed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteTable {
+    pub instrumenter_version: u32,
+    /// SHA-256 of the original module.
+    pub module_sha256: String,
+    /// The configuration the module was instrumented with, as text.
+    pub config: String,
+    pub sites: Vec<Site>,
+    pub funcs: Vec<FuncInfo>,
+    /// Number of functions imported by the original module.
+    pub orig_imported_funcs: u32,
+    /// Number of host imports heddle added (they follow the original ones).
+    pub added_imports: u32,
+    /// Sorted offset map of the instrumented module's code.
+    pub offset_map: Vec<OffsetRun>,
+    /// Lowest address where a global object can live (first data segment).
+    pub data_start: u32,
+    /// Named globals (from the name section or exports) with their address,
+    /// for resolving `var == v` in plans and naming addresses in reports.
+    #[serde(default)]
+    pub symbols: Vec<Symbol>,
+}
+
+/// A named object in linear memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Symbol {
+    pub name: String,
+    pub addr: u32,
+    pub size: u32,
+}
+
+impl SiteTable {
+    pub fn site(&self, id: SiteId) -> Option<&Site> {
+        self.sites.get(id as usize)
+    }
+
+    /// The original module offset for an offset in the instrumented module.
+    pub fn original_offset(&self, instrumented: u32) -> Option<u32> {
+        let i = self.offset_map.partition_point(|r| r.start <= instrumented);
+        let run = self.offset_map.get(i.checked_sub(1)?)?;
+        Some(if run.fixed {
+            run.orig
+        } else {
+            run.orig + (instrumented - run.start)
+        })
+    }
+
+    /// The original function index of a function index in the instrumented module.
+    pub fn original_func(&self, instrumented: u32) -> Option<u32> {
+        if instrumented < self.orig_imported_funcs {
+            Some(instrumented)
+        } else if instrumented < self.orig_imported_funcs + self.added_imports {
+            None
+        } else {
+            Some(instrumented - self.added_imports)
+        }
+    }
+
+    pub fn func_name(&self, orig_index: u32) -> String {
+        self.funcs
+            .iter()
+            .find(|f| f.index == orig_index)
+            .map(|f| f.name.clone())
+            .unwrap_or_else(|| format!("func[{orig_index}]"))
+    }
+
+    /// The global symbol containing `addr`, if any.
+    pub fn symbol_at(&self, addr: u32) -> Option<&Symbol> {
+        let i = self.symbols.partition_point(|s| s.addr <= addr);
+        let s = self.symbols.get(i.checked_sub(1)?)?;
+        (addr < s.addr + s.size.max(1)).then_some(s)
+    }
+
+    /// Counts of sites by kind, in kind order.
+    pub fn counts_by_kind(&self) -> Vec<(SiteKind, usize)> {
+        let mut m = std::collections::BTreeMap::new();
+        for s in &self.sites {
+            *m.entry(s.kind).or_insert(0) += 1;
+        }
+        m.into_iter().collect()
+    }
+}
+
+/// Frames resolved for an instrumented-module backtrace.
+pub type Stack = Vec<Frame>;
