@@ -13,6 +13,11 @@
 pub mod cc;
 pub mod cli;
 pub mod instrument;
+pub mod model;
 pub mod modinfo;
 pub mod paths;
+pub mod runtime;
+pub mod sched;
 pub mod target;
+pub mod trace;
+pub mod verdict;

@@ -13,6 +13,8 @@ pub struct Target {
     pub given: PathBuf,
     /// The module file (the cache entry for a source).
     pub module_path: PathBuf,
+    /// Compiler flags it was built with (sources only).
+    pub cflags: Vec<String>,
     pub bytes: Vec<u8>,
 }
 
@@ -45,6 +47,7 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
     Ok(Target {
         given: path.to_path_buf(),
         module_path,
+        cflags: cflags.to_vec(),
         bytes,
     })
 }

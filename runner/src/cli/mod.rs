@@ -4,7 +4,9 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+pub mod fuzz;
 mod instrument;
+pub mod run;
 mod toolchain;
 
 pub use instrument::InstrumentOpts;
@@ -35,6 +37,12 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
+    /// Run a target once and print its verdict.
+    Run(run::RunArgs),
+    /// Run many seeds in parallel; write a replay file for each distinct failure.
+    Fuzz(fuzz::FuzzArgs),
+    /// Reproduce a run from its replay file and check it.
+    Replay(fuzz::ReplayArgs),
     /// Rewrite a module so every inter-thread instruction is a yield point.
     Instrument(instrument::InstrumentArgs),
     /// List the yield-point sites of a module with their source lines.
@@ -82,6 +90,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
         Cmd::Cc { args } => toolchain::cc(args),
         Cmd::Toolchain { cmd } => toolchain::run(cmd),
+        Cmd::Run(a) => run::run_cmd(a),
+        Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
+        Cmd::Replay(a) => fuzz::replay_cmd(a),
         Cmd::Instrument(a) => instrument::instrument_cmd(a),
         Cmd::Sites(a) => instrument::sites_cmd(a),
     }

@@ -1,0 +1,355 @@
+//! `heddle fuzz` (many seeds in parallel) and `heddle replay`.
+
+use super::run::{print_output, RunOpts, TargetOpts};
+use super::{EXIT_BUG, EXIT_OK};
+use crate::runtime::{Program, RunConfig, RunResult};
+use crate::sched;
+use crate::trace::replay::{ModuleRef, ReplayFile, RunSpec, ScheduleRecord, VerdictRecord, FORMAT};
+use crate::{paths, target};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Fills in a strategy's step estimate (PCT's `k`) by a calibration run:
+/// the number of decisions of seed 0 under `random`, which is itself
+/// deterministic, so every run of a campaign uses the same `k`.
+pub fn calibrate(program: &Program, mut cfg: RunConfig) -> Result<RunConfig> {
+    if sched::needs_estimate(&cfg.strategy) {
+        let probe = RunConfig {
+            strategy: "random".into(),
+            seed: 0,
+            record_events: false,
+            ..cfg.clone()
+        };
+        let r = program.run(&probe)?;
+        let k = (r.decisions.len() as u64).max(1);
+        cfg.strategy = sched::parse(&cfg.strategy, k)?.spec();
+    }
+    Ok(cfg)
+}
+
+#[derive(Args, Debug)]
+pub struct FuzzArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Number of seeds to run.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// Keep going after the first failure.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Directory for replay files.
+    #[arg(long, default_value = "heddle-out")]
+    pub out: PathBuf,
+}
+
+/// One failing seed.
+struct Failure {
+    seed: u64,
+    result: RunResult,
+}
+
+pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
+    let (t, program) = a.target.load()?;
+    let base = a.run.config(&a.target.args, 0)?;
+    let base = calibrate(&program, base)?;
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let end = a.seed_start.saturating_add(a.runs);
+    let next = AtomicU64::new(a.seed_start);
+    let done = AtomicU64::new(0);
+    // Smallest failing seed so far: workers skip seeds above it (unless
+    // --keep-going), so the reported failure does not depend on --jobs.
+    let first_fail = AtomicU64::new(u64::MAX);
+    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
+    let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= end || (!a.keep_going && seed > first_fail.load(Ordering::Relaxed)) {
+                    break;
+                }
+                if error.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                    break;
+                }
+                let cfg = RunConfig {
+                    seed,
+                    ..base.clone()
+                };
+                match program.run(&cfg) {
+                    Ok(r) => {
+                        if !r.verdict.is_pass() {
+                            first_fail.fetch_min(seed, Ordering::Relaxed);
+                            failures
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(Failure { seed, result: r });
+                        }
+                    }
+                    Err(e) => {
+                        *error.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(e.context(format!("seed {seed}")));
+                        break;
+                    }
+                }
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if tty && (n % 64 == 0 || n == a.runs) {
+                    let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                    let nfail = failures.lock().map(|f| f.len()).unwrap_or(0);
+                    eprint!(
+                        "\r{n}/{} runs  {rate:.0} runs/s  {nfail} failing   ",
+                        a.runs
+                    );
+                } else if !tty && n % 10_000 == 0 {
+                    eprintln!("heddle: {n}/{} runs", a.runs);
+                }
+            });
+        }
+    });
+    if tty {
+        eprintln!();
+    }
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let ran = done.load(Ordering::Relaxed);
+    let mut failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
+    failures.sort_by_key(|f| f.seed);
+    println!(
+        "{ran} runs in {elapsed:.2}s ({:.0} runs/s, {jobs} jobs), strategy {}: {} failing",
+        ran as f64 / elapsed.max(1e-9),
+        base.strategy,
+        failures.len()
+    );
+    if failures.is_empty() {
+        return Ok(EXIT_OK);
+    }
+    // One replay file per distinct signature (the smallest seed for each).
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &failures {
+        let sig = f.result.verdict.signature();
+        if !seen.insert(sig.clone()) {
+            continue;
+        }
+        let file = replay_file(&t, &program, &base, f.seed, &f.result);
+        let name = format!(
+            "{}-{}-seed{}.toml",
+            t.given
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "target".into()),
+            f.result.verdict.kind(),
+            f.seed
+        );
+        let path = a.out.join(name);
+        paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+        println!("seed {}: {}", f.seed, f.result.verdict.summary());
+        println!("  replay: heddle replay {}", path.display());
+        if !a.keep_going {
+            print_output(&f.result);
+            break;
+        }
+    }
+    Ok(EXIT_BUG)
+}
+
+/// The replay file of a run.
+pub fn replay_file(
+    t: &target::Target,
+    program: &Program,
+    cfg: &RunConfig,
+    seed: u64,
+    r: &RunResult,
+) -> ReplayFile {
+    let mut f = ReplayFile {
+        format: FORMAT,
+        heddle: env!("CARGO_PKG_VERSION").into(),
+        module: ModuleRef {
+            sha256: program.module_sha256.clone(),
+            source: t.given.display().to_string(),
+            cflags: t.cflags.clone(),
+        },
+        run: RunSpec {
+            instrumentation: program.instrumentation.describe(),
+            strategy: r.strategy.clone(),
+            seed,
+            args: cfg.args.clone(),
+            env: cfg.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            max_steps: cfg.max_steps,
+            max_time_ms: cfg.max_time_ns / 1_000_000,
+            budget: [cfg.budget.0, cfg.budget.1],
+            expected_exit: cfg.expected_exit,
+        },
+        verdict: VerdictRecord {
+            kind: r.verdict.kind().into(),
+            signature: r.verdict.signature(),
+            summary: r.verdict.summary(),
+            output_sha256: r.output_hash(),
+        },
+        schedule: ScheduleRecord {
+            count: 0,
+            decisions: String::new(),
+        },
+    };
+    f.set_decisions(&r.decisions);
+    f
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The replay file.
+    pub file: PathBuf,
+    /// The module or source to replay on (default: the one the file names).
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// Print the program's output.
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+/// The run a replay file describes, ready to execute.
+pub struct Replay {
+    pub file: ReplayFile,
+    pub target: target::Target,
+    pub program: Program,
+    pub config: RunConfig,
+}
+
+/// Loads a replay file and its target, checking that the module is the one
+/// the file was recorded on.
+pub fn load_replay(path: &Path, target_override: Option<&Path>) -> Result<Replay> {
+    let file = ReplayFile::load(path)?;
+    let target_path = match target_override {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let p = PathBuf::from(&file.module.source);
+            if file.module.source.is_empty() || !p.exists() {
+                bail!(
+                    "the replay's target `{}` is not here: pass it with --target",
+                    file.module.source
+                );
+            }
+            p
+        }
+    };
+    let t = target::load(&target_path, &file.module.cflags)?;
+    let sha = paths::sha256_hex(&t.bytes);
+    if sha != file.module.sha256 {
+        bail!(
+            "module mismatch: {} has SHA-256 {}, but the replay was recorded on {} (rebuild the same source with the same toolchain, or pass the recorded module with --target)",
+            target_path.display(),
+            &sha[..16],
+            &file.module.sha256[..16]
+        );
+    }
+    let icfg = parse_instrumentation(&file.run.instrumentation)?;
+    let program = Program::new(&t.bytes, &icfg)?;
+    let config = RunConfig {
+        args: file.run.args.clone(),
+        env: file.env_pairs()?,
+        seed: file.run.seed,
+        strategy: file.run.strategy.clone(),
+        max_steps: file.run.max_steps,
+        max_time_ns: file.run.max_time_ms.saturating_mul(1_000_000),
+        budget: (file.run.budget[0], file.run.budget[1]),
+        expected_exit: file.run.expected_exit,
+        forced: file.decisions()?,
+        strict: true,
+        ..RunConfig::default()
+    };
+    sched::parse(&config.strategy, 1).context("replay file names an unknown strategy")?;
+    Ok(Replay {
+        file,
+        target: t,
+        program,
+        config,
+    })
+}
+
+/// Parses [`crate::instrument::Config::describe`] output.
+pub fn parse_instrumentation(text: &str) -> Result<crate::instrument::Config> {
+    let mut cfg = crate::instrument::Config::default();
+    for part in text.split_whitespace() {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("bad instrumentation setting `{part}`"))?;
+        let list = || v.split(',').map(String::from).collect::<Vec<_>>();
+        match k {
+            "granularity" => cfg.granularity = v.parse()?,
+            "include-funcs" => cfg.include_funcs = list(),
+            "exclude-funcs" => cfg.exclude_funcs = list(),
+            "include-files" => cfg.include_files = list(),
+            "exclude-files" => cfg.exclude_files = list(),
+            _ => bail!("unknown instrumentation setting `{k}`"),
+        }
+    }
+    Ok(cfg)
+}
+
+pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
+    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let r = rp.program.run(&rp.config)?;
+    if let Some(d) = &r.divergence {
+        let site = |s: u32| {
+            rp.program
+                .sites
+                .site(s)
+                .map(|x| format!("site {s} ({})", x.where_()))
+                .unwrap_or_else(|| format!("site {s}"))
+        };
+        bail!(
+            "replay diverged at decision {}: expected thread {} at {}, but {}",
+            d.index,
+            d.expected.tid(),
+            site(d.expected.site()),
+            d.actual
+        );
+    }
+    let same_verdict = r.verdict.signature() == rp.file.verdict.signature;
+    let same_output = r.output_hash() == rp.file.verdict.output_sha256;
+    println!("verdict: {}", r.verdict.summary());
+    if a.show_output || !r.verdict.is_pass() {
+        print_output(&r);
+    }
+    if !same_verdict {
+        bail!(
+            "replay did not reproduce the recorded verdict: recorded `{}`, got `{}`",
+            rp.file.verdict.signature,
+            r.verdict.signature()
+        );
+    }
+    if !same_output {
+        bail!("replay reproduced the verdict but not the recorded output");
+    }
+    println!(
+        "replay reproduced the recorded run ({} decisions, same verdict and output)",
+        r.decisions.len()
+    );
+    Ok(if r.verdict.is_pass() {
+        EXIT_OK
+    } else {
+        EXIT_BUG
+    })
+}

@@ -1,0 +1,159 @@
+//! `heddle run`: one run, its verdict.
+
+use super::{InstrumentOpts, EXIT_BUG, EXIT_OK};
+use crate::runtime::{Grant, Program, RunConfig, RunResult};
+use crate::target::{self, Target};
+use anyhow::{bail, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// What to run: the target and how it is built and instrumented.
+#[derive(Args, Debug, Clone)]
+pub struct TargetOpts {
+    /// A module (.wasm) or a C/C++ source (compiled on the fly).
+    pub target: PathBuf,
+    /// Extra compiler flag for a source target, e.g. `-DFIXED` (repeatable).
+    #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
+    pub cflags: Vec<String>,
+    /// Shorthand for `--cflag -DFIXED`: build a target's fixed variant.
+    #[arg(long)]
+    pub fixed: bool,
+    #[command(flatten)]
+    pub instrument: InstrumentOpts,
+    /// Arguments passed to the program (after `--`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+impl TargetOpts {
+    pub fn all_cflags(&self) -> Vec<String> {
+        let mut v = self.cflags.clone();
+        if self.fixed {
+            v.push("-DFIXED".into());
+        }
+        v
+    }
+
+    pub fn load(&self) -> Result<(Target, Program)> {
+        let t = target::load(&self.target, &self.all_cflags())?;
+        let p = Program::new(&t.bytes, &self.instrument.config())?;
+        Ok((t, p))
+    }
+}
+
+/// How runs are scheduled and bounded.
+#[derive(Args, Debug, Clone)]
+pub struct RunOpts {
+    /// Scheduling strategy: random, pct:D, rr:P.
+    #[arg(long, default_value = "random")]
+    pub strategy: String,
+    /// Step budget (yield points) before a run is a hang.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub max_steps: u64,
+    /// Virtual-time budget in milliseconds before a run is a hang.
+    #[arg(long, default_value_t = 3_600_000)]
+    pub max_time_ms: u64,
+    /// Largest preemption budget (back-edges per slice); each slice draws from 1..=N.
+    #[arg(long, default_value_t = 2000)]
+    pub budget: u32,
+    /// The exit code that counts as a pass.
+    #[arg(long, default_value_t = 0)]
+    pub expect_exit: i32,
+    /// Environment variable for the program, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Grant the program a host directory, HOST[:GUEST] (repeatable).
+    #[arg(long = "dir", value_name = "HOST[:GUEST]")]
+    pub dirs: Vec<String>,
+}
+
+impl RunOpts {
+    pub fn config(&self, args: &[String], seed: u64) -> Result<RunConfig> {
+        let mut env = Vec::new();
+        for kv in &self.env {
+            match kv.split_once('=') {
+                Some((k, v)) if !k.is_empty() => env.push((k.to_string(), v.to_string())),
+                _ => bail!("bad --env `{kv}` (expected KEY=VALUE)"),
+            }
+        }
+        let grants = self
+            .dirs
+            .iter()
+            .map(|d| {
+                let (host, guest) = d.split_once(':').unwrap_or((d, d));
+                Grant {
+                    host: PathBuf::from(host),
+                    guest: guest.to_string(),
+                }
+            })
+            .collect();
+        // Validate the strategy spec now, for a clear error.
+        crate::sched::parse(&self.strategy, 1)?;
+        Ok(RunConfig {
+            args: args.to_vec(),
+            env,
+            seed,
+            strategy: self.strategy.clone(),
+            max_steps: self.max_steps,
+            max_time_ns: self.max_time_ms.saturating_mul(1_000_000),
+            budget: (1, self.budget.max(1)),
+            expected_exit: self.expect_exit,
+            grants,
+            ..RunConfig::default()
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Seed of the run.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print the program's output even when it passes.
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+pub fn print_output(r: &RunResult) {
+    if !r.stdout.is_empty() {
+        println!(
+            "--- stdout ---\n{}",
+            String::from_utf8_lossy(&r.stdout).trim_end()
+        );
+    }
+    if !r.stderr.is_empty() {
+        println!(
+            "--- stderr ---\n{}",
+            String::from_utf8_lossy(&r.stderr).trim_end()
+        );
+    }
+}
+
+pub fn run_cmd(a: RunArgs) -> Result<i32> {
+    let (_t, program) = a.target.load()?;
+    let cfg = a.run.config(&a.target.args, a.seed)?;
+    let cfg = super::fuzz::calibrate(&program, cfg)?;
+    let r = program.run(&cfg)?;
+    println!("verdict: {}", r.verdict.summary());
+    println!(
+        "seed {} strategy {}: {} steps, {} decisions, {} threads, {} preemptions",
+        a.seed,
+        r.strategy,
+        r.steps,
+        r.decisions.len(),
+        r.threads,
+        r.preemptions
+    );
+    if a.show_output || !r.verdict.is_pass() {
+        print_output(&r);
+    }
+    Ok(if r.verdict.is_pass() {
+        EXIT_OK
+    } else {
+        EXIT_BUG
+    })
+}

@@ -1,0 +1,167 @@
+//! The execution model of one run, independent of wasmtime: guest thread
+//! states, the futex table, virtual time and the events threads are about to
+//! perform. The runtime drives it; strategies read it.
+
+pub mod clock;
+pub mod futex;
+
+pub use clock::Clock;
+pub use futex::FutexTable;
+
+use crate::instrument::{SiteId, SiteKind};
+use serde::{Deserialize, Serialize};
+
+/// A guest thread id: 0 is the main thread, the others are numbered in spawn
+/// order (they are also the ids `wasi.thread-spawn` returns).
+pub type Tid = u32;
+
+/// "No site": events that do not come from an instrumented instruction.
+pub const NO_SITE: SiteId = u32::MAX;
+
+/// What a thread is about to do (or just did) at a yield point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    Read,
+    Write,
+    Rmw,
+    Cmpxchg,
+    Wait,
+    Notify,
+    Fence,
+    Copy,
+    Fill,
+    /// Preemption budget ran out (back-edge or function entry).
+    Budget,
+    /// A call to a host import (WASI, guest SDK).
+    Call,
+    /// `wasi.thread-spawn` returned to the parent.
+    Spawn,
+    /// A thread's first step.
+    Start,
+    /// Resuming after a futex wake, a timeout or a sleep.
+    Wake,
+    /// `sched_yield` / `heddle_yield`.
+    Yield,
+    /// A `heddle_event` label.
+    Label,
+    /// A `heddle_choose` value choice.
+    Choose,
+    /// The thread returned from its start routine.
+    Exit,
+}
+
+impl EventKind {
+    pub fn from_site(kind: SiteKind) -> EventKind {
+        match kind {
+            SiteKind::Read => EventKind::Read,
+            SiteKind::Write => EventKind::Write,
+            SiteKind::Rmw => EventKind::Rmw,
+            SiteKind::Cmpxchg => EventKind::Cmpxchg,
+            SiteKind::Wait => EventKind::Wait,
+            SiteKind::Notify => EventKind::Notify,
+            SiteKind::Fence => EventKind::Fence,
+            SiteKind::Copy => EventKind::Copy,
+            SiteKind::Fill => EventKind::Fill,
+            SiteKind::BackEdge | SiteKind::Entry => EventKind::Budget,
+            SiteKind::Call => EventKind::Call,
+        }
+    }
+
+    /// Whether the event reads or writes guest memory.
+    pub fn is_access(self) -> bool {
+        matches!(
+            self,
+            EventKind::Read
+                | EventKind::Write
+                | EventKind::Rmw
+                | EventKind::Cmpxchg
+                | EventKind::Copy
+                | EventKind::Fill
+        )
+    }
+
+    /// Whether the event may write guest memory.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            EventKind::Write
+                | EventKind::Rmw
+                | EventKind::Cmpxchg
+                | EventKind::Copy
+                | EventKind::Fill
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            EventKind::Read => "R",
+            EventKind::Write => "W",
+            EventKind::Rmw => "RMW",
+            EventKind::Cmpxchg => "CAS",
+            EventKind::Wait => "wait",
+            EventKind::Notify => "notify",
+            EventKind::Fence => "fence",
+            EventKind::Copy => "copy",
+            EventKind::Fill => "fill",
+            EventKind::Budget => "preempt",
+            EventKind::Call => "call",
+            EventKind::Spawn => "spawn",
+            EventKind::Start => "start",
+            EventKind::Wake => "wake",
+            EventKind::Yield => "yield",
+            EventKind::Label => "event",
+            EventKind::Choose => "choose",
+            EventKind::Exit => "exit",
+        }
+    }
+}
+
+/// The event a thread will perform when it is next scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub site: SiteId,
+    pub kind: EventKind,
+    /// Effective address of an access (0 when none).
+    pub addr: u32,
+    /// Bytes accessed (0 when none).
+    pub len: u32,
+}
+
+impl Pending {
+    pub const START: Pending = Pending {
+        site: NO_SITE,
+        kind: EventKind::Start,
+        addr: 0,
+        len: 0,
+    };
+}
+
+/// Why a thread cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// Parked in `memory.atomic.wait` on `addr`, until woken or `deadline`.
+    Futex { addr: u32, deadline: Option<u64> },
+    /// Sleeping (`poll_oneoff` clock subscription) until `deadline`.
+    Sleep { deadline: u64 },
+}
+
+impl Block {
+    pub fn deadline(&self) -> Option<u64> {
+        match *self {
+            Block::Futex { deadline, .. } => deadline,
+            Block::Sleep { deadline } => Some(deadline),
+        }
+    }
+}
+
+/// Scheduling state of a guest thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Can take a step: stopped at a yield point with `pending` next.
+    Ready,
+    /// Waiting.
+    Blocked(Block),
+    /// Returned from its start routine (or ended by `pthread_exit`).
+    Done,
+}

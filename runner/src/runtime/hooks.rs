@@ -1,0 +1,568 @@
+//! Host functions: the `heddle_rt` imports added by instrumentation, the
+//! guest SDK (`heddle.*`) and `wasi.thread-spawn`.
+//!
+//! A sync hook (`access`) that does not switch threads costs one host call;
+//! when the scheduler picks another thread it returns 1 and the guest calls
+//! the async `switch`, whose future stays pending until this thread is picked
+//! again — that suspends the guest thread's fiber and returns control to the
+//! executor, which resumes the chosen thread's fiber.
+
+use super::state::{Outcome, RawFrame, RunCell, RunEnd, RunState};
+use super::ThreadCtx;
+use crate::instrument::{RtImport, SiteId};
+use crate::model::{Block, EventKind, Pending, Tid, NO_SITE};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use wasmtime::{Caller, Linker, Trap, Val, WasmBacktrace};
+
+pub type HostResult<T> = wasmtime::Result<T>;
+
+pub fn end_err() -> wasmtime::Error {
+    wasmtime::Error::new(RunEnd)
+}
+
+/// `pthread_exit(value)`: unwinds the calling thread to its start routine.
+#[derive(Debug)]
+pub struct ThreadExit(pub i32);
+
+impl std::fmt::Display for ThreadExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "thread exited with pthread_exit")
+    }
+}
+impl std::error::Error for ThreadExit {}
+
+/// Resolves when `tid` is the current thread again (or the run ended).
+struct Turn {
+    run: Arc<RunCell>,
+    tid: Tid,
+}
+
+impl Future for Turn {
+    type Output = Result<(), RunEnd>;
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let st = self.run.get();
+        if st.ended() {
+            Poll::Ready(Err(RunEnd))
+        } else if st.current == self.tid {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Waits until this thread runs again, then gives it a fresh slice budget.
+pub async fn wait_turn(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
+    let turn = Turn {
+        run: caller.data().run.clone(),
+        tid: caller.data().tid,
+    };
+    turn.await.map_err(|_| end_err())?;
+    new_slice(caller)
+}
+
+/// Sets the preemption budget for the slice that starts now.
+pub fn new_slice(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
+    if let Some(g) = caller.data().budget {
+        let b = caller.data().run.get().next_budget();
+        g.set(&mut *caller, Val::I32(b))?;
+    }
+    Ok(())
+}
+
+/// A yield point reached from an async hook: switch if the scheduler says so.
+pub async fn yield_async(caller: &mut Caller<'_, ThreadCtx>, p: Pending) -> HostResult<()> {
+    let (run, tid) = (caller.data().run.clone(), caller.data().tid);
+    let switch = run.get().yield_point(tid, p).map_err(|_| end_err())?;
+    if switch {
+        wait_turn(caller).await?;
+    }
+    Ok(())
+}
+
+/// The pending event of an access at `site` with dynamic address `addr`.
+#[inline]
+fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> Pending {
+    match st.sites.sites.get(site as usize) {
+        Some(s) => Pending {
+            site,
+            kind: EventKind::from_site(s.kind),
+            addr: addr.wrapping_add(s.mem_offset as u32),
+            len: len.unwrap_or(s.size),
+        },
+        None => Pending {
+            site: NO_SITE,
+            kind: EventKind::Call,
+            addr,
+            len: 0,
+        },
+    }
+}
+
+/// The stack of the calling guest thread.
+pub fn raw_stack(caller: &Caller<'_, ThreadCtx>) -> Vec<RawFrame> {
+    WasmBacktrace::force_capture(caller)
+        .frames()
+        .iter()
+        .map(|f| RawFrame {
+            func: f.func_index(),
+            offset: f.module_offset().map(|o| o as u32),
+        })
+        .collect()
+}
+
+/// Reads a NUL-terminated string (at most 4 KiB) from guest memory.
+pub fn read_cstr(st: &RunState, addr: u32) -> String {
+    let data = st.memory.data();
+    let mut out = Vec::new();
+    let mut i = addr as usize;
+    while i < data.len() && out.len() < 4096 {
+        // SAFETY: no guest code runs while the host does (one thread at a time).
+        let b = unsafe { *data[i].get() };
+        if b == 0 {
+            break;
+        }
+        out.push(b);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads `len` bytes of guest memory, or a bounds trap.
+pub fn read_bytes(st: &RunState, addr: u32, len: u32) -> HostResult<Vec<u8>> {
+    let data = st.memory.data();
+    let start = addr as usize;
+    let end = start
+        .checked_add(len as usize)
+        .filter(|&e| e <= data.len())
+        .ok_or(Trap::MemoryOutOfBounds)?;
+    // SAFETY: as in `read_cstr`.
+    Ok(data[start..end]
+        .iter()
+        .map(|c| unsafe { *c.get() })
+        .collect())
+}
+
+/// Writes guest memory, or a bounds trap.
+pub fn write_bytes(st: &RunState, addr: u32, bytes: &[u8]) -> HostResult<()> {
+    let data = st.memory.data();
+    let start = addr as usize;
+    let end = start
+        .checked_add(bytes.len())
+        .filter(|&e| e <= data.len())
+        .ok_or(Trap::MemoryOutOfBounds)?;
+    for (cell, b) in data[start..end].iter().zip(bytes) {
+        // SAFETY: as in `read_cstr`.
+        unsafe { *cell.get() = *b };
+    }
+    Ok(())
+}
+
+fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
+    if ea % size != 0 {
+        return Err(Trap::HeapMisaligned.into());
+    }
+    if ea as usize + size as usize > st.memory.data().len() {
+        return Err(Trap::MemoryOutOfBounds.into());
+    }
+    Ok(())
+}
+
+/// The effective address of a futex op at `site`.
+fn futex_addr(st: &RunState, site: u32, addr: u32) -> u32 {
+    let off = st.sites.site(site).map(|s| s.mem_offset).unwrap_or(0);
+    addr.wrapping_add(off as u32)
+}
+
+/// Blocks in a futex wait; returns 0 (woken) or 2 (timed out).
+async fn futex_wait(
+    caller: &mut Caller<'_, ThreadCtx>,
+    site: u32,
+    ea: u32,
+    equal: bool,
+    timeout: i64,
+) -> HostResult<i32> {
+    if !equal {
+        return Ok(1);
+    }
+    let (run, tid, started) = (
+        caller.data().run.clone(),
+        caller.data().tid,
+        caller.data().started,
+    );
+    if !started {
+        return Err(wasmtime::Error::msg(
+            "memory.atomic.wait would block before the thread started",
+        ));
+    }
+    let stack = if run.get().limits.diagnostics {
+        raw_stack(caller)
+    } else {
+        Vec::new()
+    };
+    {
+        let mut st = run.get();
+        let deadline = (timeout >= 0).then(|| st.clock.now().saturating_add(timeout as u64));
+        st.threads[tid as usize].block_stack = stack;
+        st.block(tid, Block::Futex { addr: ea, deadline }, site)
+            .map_err(|_| end_err())?;
+    }
+    wait_turn(caller).await?;
+    let r = run.get().threads[tid as usize].wake_result;
+    Ok(r)
+}
+
+fn assertion(caller: &Caller<'_, ThreadCtx>, message: String) -> wasmtime::Error {
+    let stack = raw_stack(caller);
+    let tid = caller.data().tid;
+    caller.data().run.get().end(Outcome::Assertion {
+        message,
+        tid,
+        stack,
+    });
+    end_err()
+}
+
+/// Adds every heddle host function to `linker`.
+pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
+    let m = RtImport::MODULE;
+
+    linker.func_wrap(
+        m,
+        RtImport::Access.name(),
+        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32| -> HostResult<i32> {
+            let ctx = caller.data();
+            if !ctx.started {
+                return Ok(0);
+            }
+            let mut st = ctx.run.get();
+            let p = access_event(&st, site, addr, None);
+            match st.yield_point(ctx.tid, p) {
+                Ok(switch) => Ok(switch as i32),
+                Err(_) => Err(end_err()),
+            }
+        },
+    )?;
+
+    linker.func_wrap(
+        m,
+        RtImport::Range.name(),
+        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, len: u32| -> HostResult<i32> {
+            let ctx = caller.data();
+            if !ctx.started {
+                return Ok(0);
+            }
+            let mut st = ctx.run.get();
+            let p = access_event(&st, site, addr, Some(len));
+            st.yield_point(ctx.tid, p)
+                .map(|s| s as i32)
+                .map_err(|_| end_err())
+        },
+    )?;
+
+    linker.func_wrap(
+        m,
+        RtImport::Copy.name(),
+        |caller: Caller<'_, ThreadCtx>,
+         site: u32,
+         dst: u32,
+         _src: u32,
+         len: u32|
+         -> HostResult<i32> {
+            let ctx = caller.data();
+            if !ctx.started {
+                return Ok(0);
+            }
+            let mut st = ctx.run.get();
+            let p = access_event(&st, site, dst, Some(len));
+            st.yield_point(ctx.tid, p)
+                .map(|s| s as i32)
+                .map_err(|_| end_err())
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::Switch.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (): ()| {
+            Box::new(async move { wait_turn(&mut caller).await })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::Budget.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (site,): (u32,)| {
+            Box::new(async move {
+                if !caller.data().started {
+                    return new_slice(&mut caller);
+                }
+                let p = Pending {
+                    site,
+                    kind: EventKind::Budget,
+                    addr: 0,
+                    len: 0,
+                };
+                yield_async(&mut caller, p).await?;
+                new_slice(&mut caller)
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::Wait32.name(),
+        |mut caller: Caller<'_, ThreadCtx>,
+         (site, addr, expected, timeout): (u32, u32, i32, i64)| {
+            Box::new(async move {
+                let ea = futex_addr(&caller.data().run.get(), site, addr);
+                if caller.data().started {
+                    yield_async(
+                        &mut caller,
+                        Pending {
+                            site,
+                            kind: EventKind::Wait,
+                            addr: ea,
+                            len: 4,
+                        },
+                    )
+                    .await?;
+                }
+                let run = caller.data().run.clone();
+                let equal = {
+                    let st = run.get();
+                    check_atomic(&st, ea, 4)?;
+                    st.read_le(ea, 4) == Some(expected as u32 as u64)
+                };
+                futex_wait(&mut caller, site, ea, equal, timeout).await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::Wait64.name(),
+        |mut caller: Caller<'_, ThreadCtx>,
+         (site, addr, expected, timeout): (u32, u32, i64, i64)| {
+            Box::new(async move {
+                let ea = futex_addr(&caller.data().run.get(), site, addr);
+                if caller.data().started {
+                    yield_async(
+                        &mut caller,
+                        Pending {
+                            site,
+                            kind: EventKind::Wait,
+                            addr: ea,
+                            len: 8,
+                        },
+                    )
+                    .await?;
+                }
+                let run = caller.data().run.clone();
+                let equal = {
+                    let st = run.get();
+                    check_atomic(&st, ea, 8)?;
+                    st.read_le(ea, 8) == Some(expected as u64)
+                };
+                futex_wait(&mut caller, site, ea, equal, timeout).await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::Notify.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (site, addr, count): (u32, u32, u32)| {
+            Box::new(async move {
+                let run = caller.data().run.clone();
+                let ea = futex_addr(&run.get(), site, addr);
+                if caller.data().started {
+                    yield_async(
+                        &mut caller,
+                        Pending {
+                            site,
+                            kind: EventKind::Notify,
+                            addr: ea,
+                            len: 4,
+                        },
+                    )
+                    .await?;
+                }
+                let mut st = run.get();
+                check_atomic(&st, ea, 4)?;
+                let tid = caller.data().tid;
+                let woken = st.notify(tid, site, ea, count).map_err(|_| end_err())?;
+                Ok(woken as i32)
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::CallCatching.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (arg, func): (i32, u32)| {
+            Box::new(async move {
+                let table = caller
+                    .data()
+                    .table
+                    .ok_or_else(|| wasmtime::Error::msg("module exports no table"))?;
+                let f = table
+                    .get(&mut caller, func as u64)
+                    .and_then(|r| r.as_func().flatten().copied())
+                    .ok_or(Trap::IndirectCallToNull)?;
+                let f = f.typed::<i32, i32>(&caller)?;
+                let sp = caller.data().sp;
+                let saved = match sp {
+                    Some(g) => Some(g.get(&mut caller)),
+                    None => None,
+                };
+                match f.call_async(&mut caller, arg).await {
+                    Ok(r) => Ok(r),
+                    Err(e) => match e.downcast_ref::<ThreadExit>() {
+                        Some(ThreadExit(v)) => {
+                            let v = *v;
+                            if let (Some(g), Some(val)) = (sp, saved) {
+                                g.set(&mut caller, val)?;
+                            }
+                            Ok(v)
+                        }
+                        None => Err(e),
+                    },
+                }
+            })
+        },
+    )?;
+
+    // wasi.thread-spawn
+    linker.func_wrap_async(
+        "wasi",
+        "thread-spawn",
+        |mut caller: Caller<'_, ThreadCtx>, (start_arg,): (u32,)| {
+            Box::new(async move {
+                let run = caller.data().run.clone();
+                let child = {
+                    let mut st = run.get();
+                    if st.threads.len() >= super::MAX_THREADS {
+                        return Ok(-6); // EAGAIN
+                    }
+                    st.spawn(start_arg)
+                };
+                yield_async(
+                    &mut caller,
+                    Pending {
+                        site: NO_SITE,
+                        kind: EventKind::Spawn,
+                        addr: 0,
+                        len: 0,
+                    },
+                )
+                .await?;
+                Ok(child as i32)
+            })
+        },
+    )?;
+
+    add_sdk(linker)
+}
+
+/// The site of the call the thread is making (its last yield point).
+fn current_site(st: &RunState, tid: Tid) -> SiteId {
+    st.threads[tid as usize].pending.site
+}
+
+fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
+    let m = "heddle";
+    linker.func_wrap(
+        m,
+        "assert",
+        |caller: Caller<'_, ThreadCtx>, cond: i32, msg: u32| -> HostResult<()> {
+            if cond != 0 {
+                return Ok(());
+            }
+            let message = read_cstr(&caller.data().run.get(), msg);
+            Err(assertion(&caller, message))
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        "fail",
+        |caller: Caller<'_, ThreadCtx>, msg: u32| -> HostResult<()> {
+            let message = read_cstr(&caller.data().run.get(), msg);
+            Err(assertion(&caller, message))
+        },
+    )?;
+    linker.func_wrap_async(m, "yield", |mut caller: Caller<'_, ThreadCtx>, (): ()| {
+        Box::new(async move {
+            let site = current_site(&caller.data().run.get(), caller.data().tid);
+            yield_async(
+                &mut caller,
+                Pending {
+                    site,
+                    kind: EventKind::Yield,
+                    addr: 0,
+                    len: 0,
+                },
+            )
+            .await
+        })
+    })?;
+    linker.func_wrap_async(
+        m,
+        "event",
+        |mut caller: Caller<'_, ThreadCtx>, (name,): (u32,)| {
+            Box::new(async move {
+                let run = caller.data().run.clone();
+                let tid = caller.data().tid;
+                let site = {
+                    let mut st = run.get();
+                    let label = read_cstr(&st, name);
+                    let step = st.steps;
+                    st.labels.push((step, tid, label));
+                    current_site(&st, tid)
+                };
+                yield_async(
+                    &mut caller,
+                    Pending {
+                        site,
+                        kind: EventKind::Label,
+                        addr: 0,
+                        len: 0,
+                    },
+                )
+                .await
+            })
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        "thread_name",
+        |caller: Caller<'_, ThreadCtx>, name: u32| -> HostResult<()> {
+            let tid = caller.data().tid;
+            let mut st = caller.data().run.get();
+            let n = read_cstr(&st, name);
+            st.threads[tid as usize].name = Some(n);
+            Ok(())
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        "choose",
+        |caller: Caller<'_, ThreadCtx>, n: u32| -> HostResult<u32> {
+            let tid = caller.data().tid;
+            let mut st = caller.data().run.get();
+            let site = current_site(&st, tid);
+            st.choose(tid, site, n).map_err(|_| end_err())
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        "thread_exit",
+        |_caller: Caller<'_, ThreadCtx>, value: i32| -> HostResult<()> {
+            Err(wasmtime::Error::new(ThreadExit(value)))
+        },
+    )?;
+    Ok(())
+}

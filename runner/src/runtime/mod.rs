@@ -1,0 +1,759 @@
+//! One run: wasmtime, deterministic WASI and the scheduler, on one OS thread.
+//!
+//! Every guest thread of a run is its own wasmtime `Store` and instance over
+//! one fresh `SharedMemory`, and runs as an async fiber. heddle's executor
+//! polls exactly one fiber at a time — the thread the scheduler picked — and
+//! a yield point that switches threads suspends the running fiber (its
+//! `switch` future is pending) so the executor can resume the next one. A new
+//! thread's store is instantiated by the executor, outside any fiber, when
+//! the thread is first scheduled. No OS thread is created per guest thread,
+//! so there is nothing in a run for the OS scheduler to race.
+//!
+//! This is the only module that uses wasmtime.
+
+pub mod hooks;
+pub mod state;
+pub mod wasi;
+
+use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
+use crate::model::{Status, Tid, NO_SITE};
+use crate::paths;
+use crate::sched::{self, Strategy};
+use crate::trace::{Decision, Event};
+use crate::verdict::{BlockedThread, ThreadAt, Verdict};
+use anyhow::{anyhow, bail, Result};
+use hooks::ThreadExit;
+use state::{Divergence, Limits, Outcome, RawFrame, RunCell, RunEnd, RunState, Scheduler};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use wasi_common::WasiCtx;
+use wasmtime::{Engine, Global, Linker, Module, SharedMemory, Store, Table, TypedFunc};
+
+pub use wasi::Grant;
+
+/// Most guest threads a run may create.
+pub const MAX_THREADS: usize = 4096;
+
+/// The data of each guest thread's store.
+pub struct ThreadCtx {
+    pub tid: Tid,
+    pub run: Arc<RunCell>,
+    pub wasi: WasiCtx,
+    /// The instrumented module's preemption-budget global.
+    pub budget: Option<Global>,
+    /// `__stack_pointer`, for unwinding `pthread_exit`.
+    pub sp: Option<Global>,
+    /// The function table, for `call_catching`.
+    pub table: Option<Table>,
+    /// False while the instance's start function runs.
+    pub started: bool,
+}
+
+/// Everything that determines a run besides the module.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// `argv[1..]`.
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub seed: u64,
+    /// Strategy spec (see [`sched::parse`]).
+    pub strategy: String,
+    /// Steps (yield points) before the run is declared a hang.
+    pub max_steps: u64,
+    /// Virtual time before the run is declared a hang.
+    pub max_time_ns: u64,
+    /// Preemption budget range per slice (back-edges).
+    pub budget: (u32, u32),
+    /// The exit code that counts as a pass.
+    pub expected_exit: i32,
+    /// Record every executed event (for reports).
+    pub record_events: bool,
+    /// Capture stacks where threads block (for deadlock reports).
+    pub diagnostics: bool,
+    /// Directories granted to the guest.
+    pub grants: Vec<Grant>,
+    /// Decisions to apply first (replay, exploration).
+    pub forced: Vec<Decision>,
+    /// A decision beyond `forced` is a divergence.
+    pub strict: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            args: Vec::new(),
+            env: Vec::new(),
+            seed: 0,
+            strategy: "random".into(),
+            max_steps: 2_000_000,
+            max_time_ns: 3_600 * 1_000_000_000,
+            budget: (1, 2000),
+            expected_exit: 0,
+            record_events: false,
+            diagnostics: false,
+            grants: Vec::new(),
+            forced: Vec::new(),
+            strict: false,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub verdict: Verdict,
+    /// The canonical strategy spec used.
+    pub strategy: String,
+    pub decisions: Vec<Decision>,
+    pub events: Vec<Event>,
+    /// `heddle_event` labels: (step, tid, label).
+    pub labels: Vec<(u64, Tid, String)>,
+    /// Names given with `heddle_thread_name`, by tid.
+    pub thread_names: Vec<Option<String>>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub steps: u64,
+    pub switches: u64,
+    pub preemptions: u64,
+    pub threads: u32,
+    /// Set when a replay did not follow its recording.
+    pub divergence: Option<Divergence>,
+}
+
+impl RunResult {
+    /// SHA-256 of stdout, a zero byte, and stderr.
+    pub fn output_hash(&self) -> String {
+        let mut all = self.stdout.clone();
+        all.push(0);
+        all.extend_from_slice(&self.stderr);
+        paths::sha256_hex(&all)
+    }
+}
+
+/// A module ready to run many times: compiled once, shared by every run
+/// (and by worker threads).
+pub struct Program {
+    engine: Engine,
+    module: Module,
+    linker: Linker<ThreadCtx>,
+    pub sites: Arc<SiteTable>,
+    original: Arc<Vec<u8>>,
+    debug: Mutex<Option<DebugInfo>>,
+    mem_pages: (u32, u32),
+    has_thread_start: bool,
+    /// SHA-256 of the original (uninstrumented) module.
+    pub module_sha256: String,
+    pub instrumentation: InstrumentConfig,
+}
+
+fn engine() -> Result<Engine> {
+    let mut c = wasmtime::Config::new();
+    c.wasm_threads(true);
+    c.shared_memory(true);
+    c.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64));
+    c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    c.async_stack_size(2 << 20);
+    c.max_wasm_stack(1 << 20);
+    Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
+}
+
+impl Program {
+    /// Checks, instruments and compiles `bytes` (the original module).
+    pub fn new(bytes: &[u8], cfg: &InstrumentConfig) -> Result<Program> {
+        let info = crate::modinfo::ModuleInfo::parse(bytes)?;
+        info.check_runnable()?;
+        let (min, max) = match info.imported_memory() {
+            Some(crate::modinfo::ImportKind::Memory {
+                min_pages,
+                max_pages,
+                ..
+            }) => (*min_pages as u32, max_pages.unwrap_or(65536) as u32),
+            _ => bail!("module has no shared memory import"),
+        };
+        let inst = instrument::instrument_cached(bytes, cfg)?;
+        let engine = engine()?;
+        let module = compile_cached(&engine, &inst.module)?;
+        let mut linker: Linker<ThreadCtx> = Linker::new(&engine);
+        wasi::add_to_linker(&mut linker)?;
+        hooks::add_to_linker(&mut linker)?;
+        for imp in module.imports() {
+            if !provided(imp.module(), imp.name()) {
+                bail!(
+                    "module imports `{}.{}`, which heddle does not provide (only WASI preview 1, wasi.thread-spawn and the heddle guest SDK)",
+                    imp.module(),
+                    imp.name()
+                );
+            }
+        }
+        Ok(Program {
+            engine,
+            module,
+            linker,
+            sites: Arc::new(inst.sites),
+            original: Arc::new(bytes.to_vec()),
+            debug: Mutex::new(None),
+            mem_pages: (min, max),
+            has_thread_start: info.exports_func("wasi_thread_start"),
+            module_sha256: paths::sha256_hex(bytes),
+            instrumentation: cfg.clone(),
+        })
+    }
+
+    /// Symbolizes raw frames through the site table and the original DWARF.
+    pub fn symbolize(&self, raw: &[RawFrame]) -> Vec<Frame> {
+        let mut guard = self.debug.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = DebugInfo::parse(&self.original).ok();
+        }
+        let debug = guard.as_ref();
+        let mut out = Vec::new();
+        for f in raw {
+            let Some(orig_func) = self.sites.original_func(f.func) else {
+                continue;
+            };
+            let name = self.sites.func_name(orig_func);
+            let frames = match (debug, f.offset.and_then(|o| self.sites.original_offset(o))) {
+                (Some(d), Some(off)) => d.frames(off as u64),
+                _ => Vec::new(),
+            };
+            if frames.is_empty() {
+                out.push(Frame {
+                    function: Some(name),
+                    loc: None,
+                });
+            } else {
+                out.extend(frames);
+            }
+        }
+        out
+    }
+
+    /// Runs the program once.
+    pub fn run(&self, cfg: &RunConfig) -> Result<RunResult> {
+        let strategy: Box<dyn Strategy> = sched::parse(&cfg.strategy, 1000)?;
+        let spec = strategy.spec();
+        let memory = SharedMemory::new(
+            &self.engine,
+            wasmtime::MemoryType::shared(self.mem_pages.0, self.mem_pages.1),
+        )
+        .map_err(|e| anyhow!("cannot create shared memory: {e}"))?;
+        let limits = Limits {
+            max_steps: cfg.max_steps,
+            max_time_ns: cfg.max_time_ns,
+            budget: cfg.budget,
+            record_events: cfg.record_events,
+            diagnostics: cfg.diagnostics,
+        };
+        let sched = Scheduler::new(strategy, cfg.forced.clone(), cfg.strict);
+        let run = RunCell::new(RunState::new(
+            memory.clone(),
+            self.sites.clone(),
+            sched,
+            limits,
+            cfg.seed,
+        ));
+        let output = wasi::Output::default();
+        let wasi = wasi::context("target", &cfg.args, &cfg.env, &cfg.grants, &output)?;
+
+        let mut exec = Executor {
+            program: self,
+            run: run.clone(),
+            wasi,
+            linker: self.linker.clone(),
+            threads: Vec::new(),
+            thread_start: None,
+        };
+        let early = exec.start(memory);
+        if let Err(e) = early {
+            drop(exec);
+            return Err(e);
+        }
+        let end = exec.drive();
+        drop(exec);
+        let st = run
+            .into_inner()
+            .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
+        let (stdout, stderr) = output.take();
+        self.finish(st, end, stdout, stderr, spec, cfg)
+    }
+
+    fn finish(
+        &self,
+        mut st: RunState,
+        end: Ended,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        strategy: String,
+        cfg: &RunConfig,
+    ) -> Result<RunResult> {
+        for tid in 0..st.threads.len() as Tid {
+            if st.limits.record_events {
+                st.fill_last_value(tid);
+            }
+        }
+        let mut divergence = None;
+        let verdict = match end {
+            Ended::Trap {
+                tid,
+                trap,
+                message,
+                stack,
+            } => {
+                let stack = self.symbolize(&stack);
+                let stderr_text = String::from_utf8_lossy(&stderr);
+                let in_abort = stack.iter().any(|f| f.function.as_deref() == Some("abort"));
+                match stderr_text
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("Assertion failed"))
+                {
+                    Some(line) if in_abort => Verdict::Assertion {
+                        message: line.to_string(),
+                        tid,
+                        stack,
+                    },
+                    _ if in_abort => Verdict::Trap {
+                        trap: "abort".into(),
+                        message: "abort() called".into(),
+                        tid,
+                        stack,
+                    },
+                    _ => Verdict::Trap {
+                        trap,
+                        message,
+                        tid,
+                        stack,
+                    },
+                }
+            }
+            Ended::Outcome => match st.outcome.clone() {
+                Some(Outcome::Exit(code)) if code == cfg.expected_exit => {
+                    Verdict::Pass { exit_code: code }
+                }
+                Some(Outcome::Exit(code)) => Verdict::Exit {
+                    code,
+                    expected: cfg.expected_exit,
+                },
+                Some(Outcome::Assertion {
+                    message,
+                    tid,
+                    stack,
+                }) => Verdict::Assertion {
+                    message,
+                    tid,
+                    stack: self.symbolize(&stack),
+                },
+                Some(Outcome::Trap {
+                    trap,
+                    message,
+                    tid,
+                    stack,
+                }) => Verdict::Trap {
+                    trap,
+                    message,
+                    tid,
+                    stack: self.symbolize(&stack),
+                },
+                Some(Outcome::Deadlock) => self.deadlock(&st),
+                Some(Outcome::Hang { reason }) => Verdict::Hang {
+                    reason,
+                    threads: self.positions(&st),
+                },
+                Some(Outcome::Diverged(d)) => {
+                    divergence = Some(d);
+                    Verdict::Hang {
+                        reason: "replay diverged".into(),
+                        threads: self.positions(&st),
+                    }
+                }
+                None => return Err(anyhow!("internal error: run ended without an outcome")),
+            },
+        };
+        let thread_names = st.threads.iter().map(|t| t.name.clone()).collect();
+        Ok(RunResult {
+            verdict,
+            strategy,
+            decisions: std::mem::take(&mut st.sched.decisions),
+            events: std::mem::take(&mut st.events),
+            labels: std::mem::take(&mut st.labels),
+            thread_names,
+            stdout,
+            stderr,
+            steps: st.steps,
+            switches: st.switches,
+            preemptions: st.preemptions,
+            threads: st.threads.len() as u32,
+            divergence,
+        })
+    }
+
+    fn site_text(&self, site: u32) -> String {
+        match self.sites.site(site) {
+            Some(s) => s.where_(),
+            None => "-".into(),
+        }
+    }
+
+    fn positions(&self, st: &RunState) -> Vec<ThreadAt> {
+        st.threads
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.status != Status::Done)
+            .map(|(i, t)| ThreadAt {
+                tid: i as Tid,
+                site: if t.pending.site == NO_SITE {
+                    t.pending.kind.label().to_string()
+                } else {
+                    self.site_text(t.pending.site)
+                },
+            })
+            .collect()
+    }
+
+    fn deadlock(&self, st: &RunState) -> Verdict {
+        let mut threads = Vec::new();
+        for (i, t) in st.threads.iter().enumerate() {
+            if let Status::Blocked(crate::model::Block::Futex { addr, .. }) = t.status {
+                let mut stack = self.symbolize(&t.block_stack);
+                if stack.is_empty() {
+                    if let Some(s) = self.sites.site(t.block_site) {
+                        stack.push(Frame {
+                            function: Some(s.func_name.clone()),
+                            loc: s.loc.clone(),
+                        });
+                    }
+                }
+                threads.push(BlockedThread {
+                    tid: i as Tid,
+                    name: t.name.clone(),
+                    addr,
+                    object: self.sites.symbol_at(addr).map(|s| s.name.clone()),
+                    owner: st.lock_owner.get(&addr).copied(),
+                    stack,
+                });
+            }
+        }
+        Verdict::Deadlock { threads }
+    }
+}
+
+/// Whether heddle provides the import `module.name`.
+fn provided(module: &str, name: &str) -> bool {
+    match module {
+        "wasi_snapshot_preview1" | "heddle_rt" => true,
+        "wasi" => name == "thread-spawn",
+        "env" => name == "memory",
+        "heddle" => matches!(
+            name,
+            "assert" | "fail" | "yield" | "event" | "thread_name" | "choose" | "thread_exit"
+        ),
+        _ => false,
+    }
+}
+
+/// Compiles `bytes`, through the serialized-module cache.
+fn compile_cached(engine: &Engine, bytes: &[u8]) -> Result<Module> {
+    use std::hash::{Hash, Hasher};
+    // DefaultHasher::new() has fixed keys: the same engine gives the same hash.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let key = paths::sha256_hex(
+        format!(
+            "heddle-module-1\n{}\n{:x}\n{}",
+            env!("CARGO_PKG_VERSION"),
+            h.finish(),
+            paths::sha256_hex(bytes)
+        )
+        .as_bytes(),
+    );
+    let dir = paths::cache_dir("modules")?;
+    let path = dir.join(format!("{}.cwasm", &key[..32]));
+    if path.exists() {
+        // SAFETY: the file was written by `Module::serialize` of this same
+        // engine configuration (its key covers the engine's compatibility
+        // hash); wasmtime checks the header and version before using it.
+        if let Ok(m) = unsafe { Module::deserialize_file(engine, &path) } {
+            return Ok(m);
+        }
+    }
+    let module = Module::new(engine, bytes).map_err(|e| anyhow!("cannot compile module: {e}"))?;
+    if let Ok(ser) = module.serialize() {
+        let _ = paths::write_atomic(&path, &ser);
+    }
+    Ok(module)
+}
+
+/// How the executor stopped.
+enum Ended {
+    /// `RunState::outcome` says why.
+    Outcome,
+    /// A guest trap in `tid`.
+    Trap {
+        tid: Tid,
+        trap: String,
+        message: String,
+        stack: Vec<RawFrame>,
+    },
+}
+
+type ThreadFuture<'a> = Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send + 'a>>;
+
+struct Executor<'p> {
+    program: &'p Program,
+    run: Arc<RunCell>,
+    wasi: WasiCtx,
+    linker: Linker<ThreadCtx>,
+    /// Per tid: the thread's running future (None before start / after end).
+    threads: Vec<Option<ThreadFuture<'static>>>,
+    thread_start: Option<()>,
+}
+
+/// Polls a future that is expected to complete without suspending.
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+impl Executor<'_> {
+    fn new_store(&self, tid: Tid) -> Store<ThreadCtx> {
+        Store::new(
+            &self.program.engine,
+            ThreadCtx {
+                tid,
+                run: self.run.clone(),
+                wasi: self.wasi.clone(),
+                budget: None,
+                sp: None,
+                table: None,
+                started: false,
+            },
+        )
+    }
+
+    /// Instantiates the module in a fresh store for `tid`.
+    fn instantiate(&self, tid: Tid) -> Result<(Store<ThreadCtx>, wasmtime::Instance)> {
+        let mut store = self.new_store(tid);
+        let instance = block_on(
+            self.linker
+                .instantiate_async(&mut store, &self.program.module),
+        )
+        .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
+        let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
+        let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
+        let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
+        let data = store.data_mut();
+        data.budget = budget;
+        data.sp = sp;
+        data.table = table;
+        data.started = true;
+        if let Some(g) = budget {
+            let b = self.run.get().next_budget();
+            g.set(&mut store, wasmtime::Val::I32(b))
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+        Ok((store, instance))
+    }
+
+    /// Creates the main thread. Errors here are setup errors, not verdicts.
+    fn start(&mut self, memory: SharedMemory) -> Result<()> {
+        let mut store = self.new_store(0);
+        self.linker
+            .define(&mut store, "env", "memory", memory)
+            .map_err(|e| anyhow!("cannot provide env.memory: {e}"))?;
+        drop(store);
+        let (mut store, instance) = self.instantiate(0)?;
+        let start: TypedFunc<(), ()> = instance
+            .get_typed_func(&mut store, "_start")
+            .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
+        self.threads.push(Some(Box::pin(async move {
+            start.call_async(&mut store, ()).await
+        })));
+        let _ = self.thread_start;
+        Ok(())
+    }
+
+    fn start_thread(&mut self, tid: Tid) -> Result<(), Ended> {
+        let start_arg = self.run.get().threads[tid as usize].start_arg;
+        let (mut store, instance) = match self.instantiate(tid) {
+            Ok(x) => x,
+            Err(e) => return Err(self.setup_trap(tid, e)),
+        };
+        let entry: TypedFunc<(i32, i32), ()> =
+            match instance.get_typed_func(&mut store, "wasi_thread_start") {
+                Ok(f) => f,
+                Err(e) => return Err(self.setup_trap(tid, anyhow!("{e}"))),
+            };
+        while self.threads.len() <= tid as usize {
+            self.threads.push(None);
+        }
+        self.threads[tid as usize] = Some(Box::pin(async move {
+            entry
+                .call_async(&mut store, (tid as i32, start_arg as i32))
+                .await
+        }));
+        Ok(())
+    }
+
+    fn setup_trap(&self, tid: Tid, e: anyhow::Error) -> Ended {
+        Ended::Trap {
+            tid,
+            trap: "instantiation".into(),
+            message: e.to_string(),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Runs until the run ends.
+    fn drive(&mut self) -> Ended {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut spurious = 0u32;
+        loop {
+            let cur = {
+                let st = self.run.get();
+                if st.ended() {
+                    return Ended::Outcome;
+                }
+                st.current
+            };
+            if self.threads.get(cur as usize).is_none_or(|t| t.is_none()) {
+                if !self.program.has_thread_start && cur != 0 {
+                    return Ended::Trap {
+                        tid: cur,
+                        trap: "spawn".into(),
+                        message: "module cannot start threads (no wasi_thread_start export)".into(),
+                        stack: Vec::new(),
+                    };
+                }
+                if let Err(e) = self.start_thread(cur) {
+                    return e;
+                }
+            }
+            let fut = self.threads[cur as usize].as_mut().expect("thread future");
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Pending => {
+                    let st = self.run.get();
+                    if st.current == cur && !st.ended() {
+                        spurious += 1;
+                        if spurious > 1_000_000 {
+                            drop(st);
+                            return Ended::Trap {
+                                tid: cur,
+                                trap: "internal".into(),
+                                message: "guest thread suspended without a scheduling decision"
+                                    .into(),
+                                stack: Vec::new(),
+                            };
+                        }
+                    } else {
+                        spurious = 0;
+                    }
+                }
+                Poll::Ready(r) => {
+                    self.threads[cur as usize] = None;
+                    if let Some(end) = self.thread_ended(cur, r) {
+                        return end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a thread's future completing. Returns `Some` when the run ends.
+    fn thread_ended(&mut self, tid: Tid, r: wasmtime::Result<()>) -> Option<Ended> {
+        match r {
+            Ok(()) if tid == 0 => {
+                // `_start` returned: `main` returned 0.
+                self.run.get().end(Outcome::Exit(0));
+                Some(Ended::Outcome)
+            }
+            Ok(()) => self
+                .run
+                .get()
+                .finish(tid)
+                .err()
+                .map(|RunEnd| Ended::Outcome),
+            Err(e) => {
+                if e.downcast_ref::<RunEnd>().is_some() || self.run.get().ended() {
+                    return Some(Ended::Outcome);
+                }
+                if e.downcast_ref::<ThreadExit>().is_some() {
+                    // pthread_exit outside a start routine: the main thread.
+                    return self
+                        .run
+                        .get()
+                        .finish(tid)
+                        .err()
+                        .map(|RunEnd| Ended::Outcome);
+                }
+                if let Some(exit) = e.downcast_ref::<wasi_common::I32Exit>() {
+                    self.run.get().end(Outcome::Exit(exit.0));
+                    return Some(Ended::Outcome);
+                }
+                let trap = e
+                    .downcast_ref::<wasmtime::Trap>()
+                    .map(trap_name)
+                    .unwrap_or_else(|| "error".to_string());
+                let stack = e
+                    .downcast_ref::<wasmtime::WasmBacktrace>()
+                    .map(|bt| {
+                        bt.frames()
+                            .iter()
+                            .map(|f| RawFrame {
+                                func: f.func_index(),
+                                offset: f.module_offset().map(|o| o as u32),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let message = match e.downcast_ref::<wasmtime::Trap>() {
+                    Some(t) => t.to_string(),
+                    None => format!("{e:#}").lines().next().unwrap_or("").to_string(),
+                };
+                Some(Ended::Trap {
+                    tid,
+                    trap,
+                    message,
+                    stack,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Executor<'_> {
+    fn drop(&mut self) {
+        // Suspended fibers are unwound (wasmtime resumes them with an error)
+        // in tid order, deterministically.
+        for t in self.threads.iter_mut() {
+            t.take();
+        }
+    }
+}
+
+/// A short stable name for a trap code.
+fn trap_name(t: &wasmtime::Trap) -> String {
+    use wasmtime::Trap as T;
+    match t {
+        T::StackOverflow => "stack-overflow",
+        T::MemoryOutOfBounds => "out-of-bounds",
+        T::HeapMisaligned => "misaligned",
+        T::TableOutOfBounds => "table-out-of-bounds",
+        T::IndirectCallToNull => "null-call",
+        T::BadSignature => "bad-signature",
+        T::IntegerOverflow => "integer-overflow",
+        T::IntegerDivisionByZero => "division-by-zero",
+        T::BadConversionToInteger => "bad-conversion",
+        T::UnreachableCodeReached => "unreachable",
+        T::Interrupt => "interrupt",
+        T::OutOfFuel => "out-of-fuel",
+        _ => return format!("{t:?}").to_lowercase(),
+    }
+    .to_string()
+}

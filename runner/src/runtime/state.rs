@@ -1,0 +1,693 @@
+//! The state of one run, shared by all of its guest threads' stores, and the
+//! scheduling core that updates it at every yield point.
+//!
+//! All guest threads of a run execute on one OS thread, one at a time, so
+//! this state is only ever touched by the thread that is running: the cell
+//! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
+
+use crate::instrument::{SiteId, SiteTable};
+use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
+use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
+use crate::trace::{Decision, Event};
+use std::cell::{RefCell, RefMut};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use wasmtime::SharedMemory;
+
+/// A raw guest frame: function index and module offset in the
+/// *instrumented* module (symbolized later, through the site table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawFrame {
+    pub func: u32,
+    pub offset: Option<u32>,
+}
+
+/// Why a replay stopped following its recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Index of the decision that differed.
+    pub index: usize,
+    pub expected: Decision,
+    /// What the run offered instead.
+    pub actual: String,
+}
+
+/// How the run is ending (set once; the first reason wins).
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// `proc_exit(code)`, or `_start` returned (code 0).
+    Exit(i32),
+    Assertion {
+        message: String,
+        tid: Tid,
+        stack: Vec<RawFrame>,
+    },
+    Trap {
+        trap: String,
+        message: String,
+        tid: Tid,
+        stack: Vec<RawFrame>,
+    },
+    Deadlock,
+    Hang {
+        reason: String,
+    },
+    Diverged(Divergence),
+}
+
+/// Per-thread bookkeeping.
+#[derive(Debug, Clone)]
+pub struct ThreadRec {
+    pub status: Status,
+    pub pending: Pending,
+    pub start_arg: u32,
+    pub name: Option<String>,
+    pub spinning: bool,
+    last_read: (u32, u64),
+    /// Result of the wait that blocked this thread: 0 woken, 2 timed out.
+    pub wake_result: i32,
+    /// Site of the wait/sleep it blocked at.
+    pub block_site: SiteId,
+    /// Its stack when it blocked (only captured with diagnostics).
+    pub block_stack: Vec<RawFrame>,
+    /// Index of its last recorded event (for filling in the value).
+    last_event: Option<usize>,
+}
+
+impl ThreadRec {
+    fn new(start_arg: u32) -> ThreadRec {
+        ThreadRec {
+            status: Status::Ready,
+            pending: Pending::START,
+            start_arg,
+            name: None,
+            spinning: false,
+            last_read: (u32::MAX, 0),
+            wake_result: 0,
+            block_site: NO_SITE,
+            block_stack: Vec::new(),
+            last_event: None,
+        }
+    }
+}
+
+/// Applies recorded decisions before handing over to the strategy.
+pub struct Scheduler {
+    pub strategy: Box<dyn Strategy>,
+    forced: Vec<Decision>,
+    pos: usize,
+    /// A decision beyond the recording is a divergence (replay), rather than
+    /// the strategy's business (exploration of a prefix).
+    strict: bool,
+    pub decisions: Vec<Decision>,
+    thread_decisions: u64,
+}
+
+impl Scheduler {
+    pub fn new(strategy: Box<dyn Strategy>, forced: Vec<Decision>, strict: bool) -> Scheduler {
+        Scheduler {
+            strategy,
+            forced,
+            pos: 0,
+            strict,
+            decisions: Vec::new(),
+            thread_decisions: 0,
+        }
+    }
+
+    fn next_forced(&mut self) -> Option<Decision> {
+        let d = self.forced.get(self.pos).copied();
+        if d.is_some() {
+            self.pos += 1;
+        }
+        d
+    }
+
+    fn pick_thread(
+        &mut self,
+        current: Option<Tid>,
+        cands: &[Candidate],
+    ) -> Result<usize, Divergence> {
+        let index = self.decisions.len();
+        let options = cands.len() as u32;
+        let pick = match self.next_forced() {
+            Some(
+                d @ Decision::Thread {
+                    tid,
+                    site,
+                    options: n,
+                },
+            ) => match cands.iter().position(|c| c.tid == tid) {
+                Some(i) if cands[i].pending.site == site && n == options => i,
+                _ => {
+                    return Err(Divergence {
+                        index,
+                        expected: d,
+                        actual: describe(cands),
+                    });
+                }
+            },
+            Some(d) => {
+                return Err(Divergence {
+                    index,
+                    expected: d,
+                    actual: describe(cands),
+                })
+            }
+            None if self.strict && !self.forced.is_empty() => {
+                return Err(Divergence {
+                    index,
+                    expected: *self.forced.last().expect("forced"),
+                    actual: format!(
+                        "the run continued past the end of the recording: {}",
+                        describe(cands)
+                    ),
+                });
+            }
+            None => {
+                let choice = Choice {
+                    current,
+                    candidates: cands,
+                    decision: self.thread_decisions,
+                };
+                let i = self.strategy.pick_thread(&choice);
+                i.min(cands.len() - 1)
+            }
+        };
+        self.thread_decisions += 1;
+        let c = cands[pick];
+        self.decisions.push(Decision::Thread {
+            tid: c.tid,
+            site: c.pending.site,
+            options,
+        });
+        Ok(pick)
+    }
+
+    fn pick_value(&mut self, tid: Tid, site: SiteId, options: u32) -> Result<u32, Divergence> {
+        let index = self.decisions.len();
+        let value = match self.next_forced() {
+            Some(Decision::Value {
+                tid: t,
+                site: s,
+                value,
+                options: n,
+            }) if t == tid && s == site && n == options => value,
+            Some(d) => {
+                return Err(Divergence {
+                    index,
+                    expected: d,
+                    actual: format!("thread {tid} choosing among {options} at site {site}"),
+                })
+            }
+            None if self.strict && !self.forced.is_empty() => {
+                return Err(Divergence {
+                    index,
+                    expected: *self.forced.last().expect("forced"),
+                    actual: "the run continued past the end of the recording".into(),
+                });
+            }
+            None => self.strategy.pick_value(tid, options).min(options - 1),
+        };
+        self.decisions.push(Decision::Value {
+            tid,
+            site,
+            value,
+            options,
+        });
+        Ok(value)
+    }
+
+    /// Recorded decisions not yet consumed.
+    pub fn unconsumed(&self) -> usize {
+        self.forced.len() - self.pos
+    }
+}
+
+fn describe(cands: &[Candidate]) -> String {
+    let parts: Vec<String> = cands
+        .iter()
+        .map(|c| {
+            if c.pending.site == NO_SITE {
+                format!("thread {} ({})", c.tid, c.pending.kind.label())
+            } else {
+                format!("thread {} at site {}", c.tid, c.pending.site)
+            }
+        })
+        .collect();
+    format!("enabled: {}", parts.join(", "))
+}
+
+/// Marker error: the run is over; see [`RunState::outcome`].
+#[derive(Debug)]
+pub struct RunEnd;
+
+impl std::fmt::Display for RunEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("run ended")
+    }
+}
+impl std::error::Error for RunEnd {}
+
+/// Limits and switches of a run that the state needs.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_steps: u64,
+    pub max_time_ns: u64,
+    /// Preemption budget per slice is drawn uniformly from this range.
+    pub budget: (u32, u32),
+    pub record_events: bool,
+    pub diagnostics: bool,
+}
+
+const STAMP_SLOTS: usize = 4096;
+
+/// The state of one run.
+pub struct RunState {
+    pub threads: Vec<ThreadRec>,
+    /// Sorted ids of `Ready` threads.
+    ready: Vec<Tid>,
+    pub current: Tid,
+    pub steps: u64,
+    pub clock: Clock,
+    pub futex: FutexTable,
+    timers: BTreeSet<(u64, Tid)>,
+    pub sched: Scheduler,
+    pub outcome: Option<Outcome>,
+    pub memory: SharedMemory,
+    pub sites: Arc<SiteTable>,
+    pub limits: Limits,
+    budget_rng: Rng,
+    /// Step of the last write to each (hashed) word, for spin detection.
+    write_stamp: Vec<u64>,
+    pub events: Vec<Event>,
+    /// `heddle_event` labels: (step, tid, label).
+    pub labels: Vec<(u64, Tid, String)>,
+    /// Context switches, and those that were preemptions.
+    pub switches: u64,
+    pub preemptions: u64,
+    /// Mutex owners known from lock/unlock events.
+    pub lock_owner: BTreeMap<u32, Tid>,
+    cands: Vec<Candidate>,
+    /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
+    pub random: rand::rngs::ChaCha8Rng,
+}
+
+/// Stream id of the guest's random bytes.
+const STREAM_GUEST_RANDOM: u64 = 3;
+
+impl RunState {
+    pub fn new(
+        memory: SharedMemory,
+        sites: Arc<SiteTable>,
+        mut sched: Scheduler,
+        limits: Limits,
+        seed: u64,
+    ) -> RunState {
+        sched.strategy.reset(seed);
+        RunState {
+            threads: vec![ThreadRec::new(0)],
+            ready: vec![0],
+            current: 0,
+            steps: 0,
+            clock: Clock::new(),
+            futex: FutexTable::default(),
+            timers: BTreeSet::new(),
+            sched,
+            outcome: None,
+            memory,
+            sites,
+            limits,
+            budget_rng: Rng::new(seed, STREAM_BUDGET),
+            write_stamp: vec![0; STAMP_SLOTS],
+            events: Vec::new(),
+            labels: Vec::new(),
+            switches: 0,
+            preemptions: 0,
+            lock_owner: BTreeMap::new(),
+            cands: Vec::new(),
+            random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
+                seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ),
+        }
+    }
+
+    /// Ends the run with `o` unless it is already ending.
+    pub fn end(&mut self, o: Outcome) -> RunEnd {
+        if self.outcome.is_none() {
+            self.outcome = Some(o);
+        }
+        RunEnd
+    }
+
+    pub fn ended(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// A fresh preemption budget for the slice that starts now.
+    pub fn next_budget(&mut self) -> i32 {
+        let (lo, hi) = self.limits.budget;
+        self.budget_rng.range(lo as u64, hi.max(lo) as u64) as i32
+    }
+
+    fn set_ready(&mut self, tid: Tid) {
+        if let Err(i) = self.ready.binary_search(&tid) {
+            self.ready.insert(i, tid);
+        }
+        self.threads[tid as usize].status = Status::Ready;
+    }
+
+    fn unready(&mut self, tid: Tid) {
+        if let Ok(i) = self.ready.binary_search(&tid) {
+            self.ready.remove(i);
+        }
+    }
+
+    /// Creates a thread (it is enabled at once, its first event `Start`).
+    pub fn spawn(&mut self, start_arg: u32) -> Tid {
+        let tid = self.threads.len() as Tid;
+        self.threads.push(ThreadRec::new(start_arg));
+        self.set_ready(tid);
+        self.sched.strategy.on_spawn(tid);
+        tid
+    }
+
+    fn hash_slot(addr: u32) -> usize {
+        ((addr >> 2).wrapping_mul(0x9e37_79b1) >> 20) as usize % STAMP_SLOTS
+    }
+
+    fn note_pending(&mut self, tid: Tid, p: Pending) {
+        let steps = self.steps;
+        let th = &mut self.threads[tid as usize];
+        th.spinning = match p.kind {
+            EventKind::Read => {
+                let slot = Self::hash_slot(p.addr);
+                let (last_addr, last_step) = th.last_read;
+                th.last_read = (p.addr, steps);
+                last_addr == p.addr && self.write_stamp[slot] <= last_step
+            }
+            EventKind::Budget => true,
+            _ => false,
+        };
+        th.pending = p;
+        if p.kind.writes() {
+            self.write_stamp[Self::hash_slot(p.addr)] = steps;
+        }
+    }
+
+    /// Records that `tid` executes its pending event now.
+    fn executed(&mut self, tid: Tid, preempted: bool) {
+        if !self.limits.record_events {
+            return;
+        }
+        self.fill_last_value(tid);
+        let p = self.threads[tid as usize].pending;
+        self.events.push(Event {
+            step: self.steps,
+            tid,
+            site: p.site,
+            kind: p.kind,
+            addr: p.addr,
+            len: p.len,
+            value: None,
+            preempted,
+        });
+        self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+    }
+
+    /// Fills in the value of `tid`'s last recorded access (it has executed
+    /// by the time the thread reaches its next yield point).
+    pub fn fill_last_value(&mut self, tid: Tid) {
+        if let Some(i) = self.threads[tid as usize].last_event.take() {
+            let e = self.events[i];
+            if e.kind.is_access() && (1..=8).contains(&e.len) {
+                self.events[i].value = self.read_le(e.addr, e.len);
+            }
+        }
+    }
+
+    /// Reads `len` ≤ 8 bytes of guest memory at `addr`, little-endian.
+    pub fn read_le(&self, addr: u32, len: u32) -> Option<u64> {
+        let data = self.memory.data();
+        let start = addr as usize;
+        let end = start.checked_add(len as usize)?;
+        if end > data.len() {
+            return None;
+        }
+        let mut v = 0u64;
+        for (i, cell) in data[start..end].iter().enumerate() {
+            // SAFETY: guest threads of this run execute one at a time on this
+            // OS thread, and none is running while the host runs.
+            v |= (unsafe { *cell.get() } as u64) << (8 * i);
+        }
+        Some(v)
+    }
+
+    fn tick(&mut self) -> Result<(), RunEnd> {
+        self.steps += 1;
+        self.clock.tick();
+        if self.steps > self.limits.max_steps {
+            return Err(self.end(Outcome::Hang {
+                reason: format!("step budget of {} exceeded", self.limits.max_steps),
+            }));
+        }
+        if self.clock.now() > self.limits.max_time_ns {
+            return Err(self.end(Outcome::Hang {
+                reason: format!(
+                    "virtual-time budget of {} ms exceeded",
+                    self.limits.max_time_ns / 1_000_000
+                ),
+            }));
+        }
+        self.fire_timers();
+        Ok(())
+    }
+
+    fn fire_timers(&mut self) {
+        let now = self.clock.now();
+        while let Some(&(deadline, tid)) = self.timers.first() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop_first();
+            let th = &self.threads[tid as usize];
+            if let Status::Blocked(b) = th.status {
+                if let Block::Futex { addr, .. } = b {
+                    self.futex.remove(addr, tid);
+                }
+                let site = th.block_site;
+                let th = &mut self.threads[tid as usize];
+                th.wake_result = 2;
+                th.pending = Pending {
+                    site,
+                    kind: EventKind::Wake,
+                    addr: 0,
+                    len: 0,
+                };
+                self.set_ready(tid);
+            }
+        }
+    }
+
+    fn candidates(&mut self) -> Vec<Candidate> {
+        let mut c = std::mem::take(&mut self.cands);
+        c.clear();
+        for &tid in &self.ready {
+            let th = &self.threads[tid as usize];
+            c.push(Candidate {
+                tid,
+                pending: th.pending,
+                spinning: th.spinning,
+            });
+        }
+        c
+    }
+
+    /// Thread `tid` reached a yield point and will perform `p` next.
+    /// Returns whether it must switch away (another thread was chosen).
+    pub fn yield_point(&mut self, tid: Tid, p: Pending) -> Result<bool, RunEnd> {
+        if self.limits.record_events {
+            self.fill_last_value(tid);
+        }
+        self.tick()?;
+        self.note_pending(tid, p);
+        if self.ready.len() == 1 {
+            self.executed(tid, false);
+            return Ok(false);
+        }
+        let cands = self.candidates();
+        let pick = self.sched.pick_thread(Some(tid), &cands);
+        let chosen = pick.map(|i| cands[i].tid);
+        self.cands = cands;
+        let chosen = match chosen {
+            Ok(t) => t,
+            Err(d) => return Err(self.end(Outcome::Diverged(d))),
+        };
+        if chosen == tid {
+            self.executed(tid, false);
+            return Ok(false);
+        }
+        self.switches += 1;
+        self.preemptions += 1;
+        self.current = chosen;
+        self.executed(chosen, true);
+        Ok(true)
+    }
+
+    /// The current thread cannot run any more (it blocked or finished):
+    /// choose who runs next, advancing virtual time if everyone sleeps.
+    fn schedule_away(&mut self) -> Result<(), RunEnd> {
+        loop {
+            if self.ready.is_empty() {
+                if let Some(&(deadline, _)) = self.timers.first() {
+                    self.clock.advance_to(deadline);
+                    self.fire_timers();
+                    continue;
+                }
+                if self
+                    .threads
+                    .iter()
+                    .any(|t| matches!(t.status, Status::Blocked(_)))
+                {
+                    return Err(self.end(Outcome::Deadlock));
+                }
+                // Every thread finished (the main thread ended with pthread_exit).
+                return Err(self.end(Outcome::Exit(0)));
+            }
+            let chosen = if self.ready.len() == 1 {
+                self.ready[0]
+            } else {
+                let cands = self.candidates();
+                let pick = self.sched.pick_thread(None, &cands);
+                let t = pick.map(|i| cands[i].tid);
+                self.cands = cands;
+                match t {
+                    Ok(t) => t,
+                    Err(d) => return Err(self.end(Outcome::Diverged(d))),
+                }
+            };
+            self.switches += 1;
+            self.current = chosen;
+            self.executed(chosen, false);
+            return Ok(());
+        }
+    }
+
+    /// `tid` blocks; another thread is chosen.
+    pub fn block(&mut self, tid: Tid, b: Block, site: SiteId) -> Result<(), RunEnd> {
+        let th = &mut self.threads[tid as usize];
+        th.status = Status::Blocked(b);
+        th.block_site = site;
+        th.wake_result = 0;
+        self.unready(tid);
+        if let Block::Futex { addr, .. } = b {
+            self.futex.park(addr, tid);
+        }
+        if let Some(d) = b.deadline() {
+            self.timers.insert((d, tid));
+        }
+        self.schedule_away()
+    }
+
+    /// `tid` finished; another thread is chosen.
+    pub fn finish(&mut self, tid: Tid) -> Result<(), RunEnd> {
+        if self.limits.record_events {
+            self.fill_last_value(tid);
+        }
+        self.threads[tid as usize].status = Status::Done;
+        self.threads[tid as usize].pending = Pending {
+            site: NO_SITE,
+            kind: EventKind::Exit,
+            addr: 0,
+            len: 0,
+        };
+        self.unready(tid);
+        self.schedule_away()
+    }
+
+    /// Wakes up to `count` threads waiting on `addr`; which ones, when fewer
+    /// than all, is a decision. Returns how many were woken.
+    pub fn notify(&mut self, tid: Tid, site: SiteId, addr: u32, count: u32) -> Result<u32, RunEnd> {
+        let total = self.futex.waiters(addr).len() as u32;
+        let k = count.min(total);
+        for i in 0..k {
+            let remaining = total - i;
+            let index = if k - i < remaining {
+                match self.sched.pick_value(tid, site, remaining) {
+                    Ok(v) => v as usize,
+                    Err(d) => return Err(self.end(Outcome::Diverged(d))),
+                }
+            } else {
+                0
+            };
+            let woken = self.futex.take(addr, index);
+            let th = &self.threads[woken as usize];
+            if let Status::Blocked(b) = th.status {
+                if let Some(d) = b.deadline() {
+                    self.timers.remove(&(d, woken));
+                }
+            }
+            let wsite = th.block_site;
+            let th = &mut self.threads[woken as usize];
+            th.wake_result = 0;
+            th.pending = Pending {
+                site: wsite,
+                kind: EventKind::Wake,
+                addr,
+                len: 0,
+            };
+            self.set_ready(woken);
+        }
+        Ok(k)
+    }
+
+    /// A value choice by `tid` (`heddle_choose`).
+    pub fn choose(&mut self, tid: Tid, site: SiteId, n: u32) -> Result<u32, RunEnd> {
+        if n <= 1 {
+            return Ok(0);
+        }
+        match self.sched.pick_value(tid, site, n) {
+            Ok(v) => Ok(v),
+            Err(d) => Err(self.end(Outcome::Diverged(d))),
+        }
+    }
+}
+
+/// The cell shared by the stores of one run.
+pub struct RunCell {
+    state: RefCell<RunState>,
+    #[cfg(debug_assertions)]
+    owner: std::thread::ThreadId,
+}
+
+// SAFETY: a run (every store, future and this cell) is created, driven and
+// dropped on one OS thread; wasmtime requires store data to be `Send` only
+// because its async API is generic over executors that may move futures.
+// Debug builds assert the single-thread discipline on every access.
+unsafe impl Send for RunCell {}
+unsafe impl Sync for RunCell {}
+
+impl RunCell {
+    pub fn new(state: RunState) -> Arc<RunCell> {
+        Arc::new(RunCell {
+            state: RefCell::new(state),
+            #[cfg(debug_assertions)]
+            owner: std::thread::current().id(),
+        })
+    }
+
+    #[inline]
+    pub fn get(&self) -> RefMut<'_, RunState> {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            self.owner,
+            std::thread::current().id(),
+            "run state used from another OS thread"
+        );
+        self.state.borrow_mut()
+    }
+
+    pub fn into_inner(self: Arc<Self>) -> Option<RunState> {
+        Arc::try_unwrap(self).ok().map(|c| c.state.into_inner())
+    }
+}

@@ -1,0 +1,272 @@
+//! Deterministic WASI.
+//!
+//! `wasi-common` provides the bulk of `wasi_snapshot_preview1` (file
+//! descriptors, args, environment, directories granted with `--dir`). What
+//! would let the outside world or the OS scheduler into a run is shadowed by
+//! heddle's own implementations: both clocks read virtual time, `random_get`
+//! reads a seeded ChaCha8 stream, `sched_yield` is a yield point,
+//! `poll_oneoff` clock subscriptions park the thread in virtual time, and
+//! `proc_exit` ends the run. stdout/stderr go to per-run buffers.
+
+use super::hooks::{end_err, read_bytes, write_bytes, HostResult};
+use super::state::Outcome;
+use super::ThreadCtx;
+use crate::model::{Block, Clock, EventKind, Pending};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use wasi_common::pipe::{ReadPipe, WritePipe};
+use wasi_common::{Table, WasiCtx};
+use wasmtime::{Caller, Linker};
+
+const WASI: &str = "wasi_snapshot_preview1";
+const ERRNO_SUCCESS: i32 = 0;
+const ERRNO_INVAL: i32 = 28;
+
+/// A directory granted to the guest: host path and the guest path it appears as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub host: PathBuf,
+    pub guest: String,
+}
+
+/// Output buffers of one run.
+#[derive(Clone, Default)]
+pub struct Output {
+    pub stdout: Arc<RwLock<Vec<u8>>>,
+    pub stderr: Arc<RwLock<Vec<u8>>>,
+}
+
+impl Output {
+    pub fn take(&self) -> (Vec<u8>, Vec<u8>) {
+        let out = std::mem::take(&mut *self.stdout.write().unwrap_or_else(|e| e.into_inner()));
+        let err = std::mem::take(&mut *self.stderr.write().unwrap_or_else(|e| e.into_inner()));
+        (out, err)
+    }
+}
+
+/// A fresh WASI context for a run: fixed args/env, empty stdin, captured
+/// output, no filesystem unless granted.
+pub fn context(
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+    grants: &[Grant],
+    out: &Output,
+) -> Result<WasiCtx> {
+    // The context's own random source and clocks are never consulted: the
+    // functions that would use them are shadowed below.
+    let rng = <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+    let mut ctx = WasiCtx::new(
+        Box::new(rng),
+        wasi_common::clocks::WasiClocks::new(),
+        wasi_common::sync::sched::sched_ctx(),
+        Table::new(),
+    );
+    ctx.set_stdin(Box::new(ReadPipe::new(std::io::empty())));
+    ctx.set_stdout(Box::new(WritePipe::from_shared(out.stdout.clone())));
+    ctx.set_stderr(Box::new(WritePipe::from_shared(out.stderr.clone())));
+    ctx.push_arg(program)?;
+    for a in args {
+        ctx.push_arg(a)?;
+    }
+    for (k, v) in env {
+        ctx.push_env(k, v)?;
+    }
+    for g in grants {
+        let dir = wasi_common::sync::Dir::open_ambient_dir(
+            &g.host,
+            wasi_common::sync::ambient_authority(),
+        )
+        .with_context(|| format!("--dir {}: cannot open", g.host.display()))?;
+        let dir = wasi_common::sync::dir::Dir::from_cap_std(dir);
+        ctx.push_preopened_dir(Box::new(dir), &g.guest)?;
+    }
+    Ok(ctx)
+}
+
+/// wasi-common's preview1 functions, then heddle's deterministic overrides.
+pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
+    wasi_common::sync::add_to_linker(linker, |t: &mut ThreadCtx| &mut t.wasi)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    linker.allow_shadowing(true);
+
+    linker.func_wrap(
+        WASI,
+        "clock_time_get",
+        |caller: Caller<'_, ThreadCtx>, id: u32, _precision: u64, out: u32| -> HostResult<i32> {
+            let st = caller.data().run.get();
+            let t = match id {
+                0 => st.clock.wall(),
+                1..=3 => st.clock.now(),
+                _ => return Ok(ERRNO_INVAL),
+            };
+            write_bytes(&st, out, &t.to_le_bytes())?;
+            Ok(ERRNO_SUCCESS)
+        },
+    )?;
+
+    linker.func_wrap(
+        WASI,
+        "clock_res_get",
+        |caller: Caller<'_, ThreadCtx>, id: u32, out: u32| -> HostResult<i32> {
+            if id > 3 {
+                return Ok(ERRNO_INVAL);
+            }
+            let st = caller.data().run.get();
+            write_bytes(&st, out, &Clock::RESOLUTION_NS.to_le_bytes())?;
+            Ok(ERRNO_SUCCESS)
+        },
+    )?;
+
+    linker.func_wrap(
+        WASI,
+        "random_get",
+        |caller: Caller<'_, ThreadCtx>, buf: u32, len: u32| -> HostResult<i32> {
+            let mut st = caller.data().run.get();
+            let mut bytes = vec![0u8; len as usize];
+            rand::Rng::fill_bytes(&mut st.random, &mut bytes);
+            write_bytes(&st, buf, &bytes)?;
+            Ok(ERRNO_SUCCESS)
+        },
+    )?;
+
+    linker.func_wrap(
+        WASI,
+        "proc_exit",
+        |caller: Caller<'_, ThreadCtx>, code: i32| -> HostResult<()> {
+            caller.data().run.get().end(Outcome::Exit(code));
+            Err(end_err())
+        },
+    )?;
+
+    linker.func_wrap_async(
+        WASI,
+        "sched_yield",
+        |mut caller: Caller<'_, ThreadCtx>, (): ()| {
+            Box::new(async move {
+                let tid = caller.data().tid;
+                let site = caller.data().run.get().threads[tid as usize].pending.site;
+                super::hooks::yield_async(
+                    &mut caller,
+                    Pending {
+                        site,
+                        kind: EventKind::Yield,
+                        addr: 0,
+                        len: 0,
+                    },
+                )
+                .await?;
+                Ok(ERRNO_SUCCESS)
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        WASI,
+        "poll_oneoff",
+        |mut caller: Caller<'_, ThreadCtx>,
+         (subs, events, nsubs, nevents): (u32, u32, u32, u32)| {
+            Box::new(async move { poll_oneoff(&mut caller, subs, events, nsubs, nevents).await })
+        },
+    )?;
+    Ok(())
+}
+
+enum Sub {
+    Clock { userdata: u64, deadline: u64 },
+    Fd { userdata: u64, kind: u8 },
+}
+
+async fn poll_oneoff(
+    caller: &mut Caller<'_, ThreadCtx>,
+    subs: u32,
+    events: u32,
+    nsubs: u32,
+    nevents: u32,
+) -> HostResult<i32> {
+    if nsubs == 0 {
+        return Ok(ERRNO_INVAL);
+    }
+    let run = caller.data().run.clone();
+    let tid = caller.data().tid;
+    let parsed: Vec<Sub> = {
+        let st = run.get();
+        let raw = read_bytes(
+            &st,
+            subs,
+            nsubs
+                .checked_mul(48)
+                .ok_or(wasmtime::Trap::MemoryOutOfBounds)?,
+        )?;
+        let now = st.clock.now();
+        let mut v = Vec::new();
+        for s in raw.chunks_exact(48) {
+            let u64_at = |o: usize| u64::from_le_bytes(s[o..o + 8].try_into().expect("8 bytes"));
+            let userdata = u64_at(0);
+            match s[8] {
+                0 => {
+                    let id = u32::from_le_bytes(s[16..20].try_into().expect("4 bytes"));
+                    let timeout = u64_at(24);
+                    let flags = u16::from_le_bytes(s[40..42].try_into().expect("2 bytes"));
+                    let deadline = if flags & 1 != 0 {
+                        if id == 0 {
+                            st.clock.wall_to_mono(timeout)
+                        } else {
+                            timeout
+                        }
+                    } else {
+                        now.saturating_add(timeout)
+                    };
+                    v.push(Sub::Clock { userdata, deadline });
+                }
+                k @ (1 | 2) => v.push(Sub::Fd { userdata, kind: k }),
+                _ => return Ok(ERRNO_INVAL),
+            }
+        }
+        v
+    };
+    let has_fd = parsed.iter().any(|s| matches!(s, Sub::Fd { .. }));
+    let earliest = parsed
+        .iter()
+        .filter_map(|s| match s {
+            Sub::Clock { deadline, .. } => Some(*deadline),
+            _ => None,
+        })
+        .min();
+    if !has_fd {
+        if let Some(deadline) = earliest {
+            let site = run.get().threads[tid as usize].pending.site;
+            let must_sleep = deadline > run.get().clock.now();
+            if must_sleep {
+                run.get()
+                    .block(tid, Block::Sleep { deadline }, site)
+                    .map_err(|_| end_err())?;
+                super::hooks::wait_turn(caller).await?;
+            }
+        }
+    }
+    let st = run.get();
+    let now = st.clock.now();
+    let mut out = Vec::new();
+    for s in &parsed {
+        let mut ev = [0u8; 32];
+        match *s {
+            Sub::Clock { userdata, deadline } => {
+                if has_fd || deadline > now {
+                    continue;
+                }
+                ev[0..8].copy_from_slice(&userdata.to_le_bytes());
+                ev[10] = 0;
+            }
+            Sub::Fd { userdata, kind } => {
+                ev[0..8].copy_from_slice(&userdata.to_le_bytes());
+                ev[10] = kind;
+            }
+        }
+        out.extend_from_slice(&ev);
+    }
+    write_bytes(&st, events, &out)?;
+    write_bytes(&st, nevents, &((out.len() / 32) as u32).to_le_bytes())?;
+    Ok(ERRNO_SUCCESS)
+}

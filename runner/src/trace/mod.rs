@@ -1,0 +1,206 @@
+//! Traces: the decisions θ of a run (the schedule) and, when requested, the
+//! events it executed; and the replay file that carries θ to another machine.
+
+pub mod replay;
+
+use crate::instrument::SiteId;
+use crate::model::{EventKind, Tid, NO_SITE};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// One decision of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Decision {
+    /// Thread `tid` ran next, about to execute `site`; it was one of
+    /// `options` enabled threads.
+    Thread {
+        tid: Tid,
+        site: SiteId,
+        options: u32,
+    },
+    /// Thread `tid` at `site` chose `value` in `[0, options)` (a notify's
+    /// waiter, a `heddle_choose`).
+    Value {
+        tid: Tid,
+        site: SiteId,
+        value: u32,
+        options: u32,
+    },
+}
+
+impl Decision {
+    pub fn site(&self) -> SiteId {
+        match *self {
+            Decision::Thread { site, .. } | Decision::Value { site, .. } => site,
+        }
+    }
+    pub fn tid(&self) -> Tid {
+        match *self {
+            Decision::Thread { tid, .. } | Decision::Value { tid, .. } => tid,
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    /// `T@S/N` for a thread decision, `=V/N:T@S` for a value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let site = |s: SiteId| {
+            if s == NO_SITE {
+                "-".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        match *self {
+            Decision::Thread {
+                tid,
+                site: s,
+                options,
+            } => write!(f, "{tid}@{}/{options}", site(s)),
+            Decision::Value {
+                tid,
+                site: s,
+                value,
+                options,
+            } => {
+                write!(f, "={value}/{options}:{tid}@{}", site(s))
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Decision {
+    type Err = anyhow::Error;
+    fn from_str(tok: &str) -> Result<Decision> {
+        let parse_site = |s: &str| -> Result<SiteId> {
+            if s == "-" {
+                Ok(NO_SITE)
+            } else {
+                s.parse().with_context(|| format!("bad site `{s}`"))
+            }
+        };
+        let num =
+            |s: &str| -> Result<u32> { s.parse().with_context(|| format!("bad number `{s}`")) };
+        if let Some(rest) = tok.strip_prefix('=') {
+            let (vn, ts) = rest.split_once(':').context("missing `:`")?;
+            let (v, n) = vn.split_once('/').context("missing `/`")?;
+            let (t, s) = ts.split_once('@').context("missing `@`")?;
+            Ok(Decision::Value {
+                value: num(v)?,
+                options: num(n)?,
+                tid: num(t)?,
+                site: parse_site(s)?,
+            })
+        } else {
+            let (t, rest) = tok.split_once('@').context("missing `@`")?;
+            let (s, n) = rest.split_once('/').context("missing `/`")?;
+            Ok(Decision::Thread {
+                tid: num(t)?,
+                site: parse_site(s)?,
+                options: num(n)?,
+            })
+        }
+    }
+}
+
+/// θ as compact text: decisions separated by spaces, wrapped every 16.
+pub fn encode_decisions(ds: &[Decision]) -> String {
+    let mut out = String::new();
+    for (i, d) in ds.iter().enumerate() {
+        if i > 0 {
+            out.push(if i % 16 == 0 { '\n' } else { ' ' });
+        }
+        out.push_str(&d.to_string());
+    }
+    out
+}
+
+/// Parses [`encode_decisions`] output.
+pub fn decode_decisions(text: &str) -> Result<Vec<Decision>> {
+    let mut out = Vec::new();
+    for (i, tok) in text.split_whitespace().enumerate() {
+        let d: Decision = tok
+            .parse()
+            .with_context(|| format!("decision {i} (`{tok}`) is malformed"))?;
+        if let Decision::Thread { options: 0, .. } | Decision::Value { options: 0, .. } = d {
+            bail!("decision {i} (`{tok}`) has no options");
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// One executed event (recorded only when a run asks for events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Global step number at which it executed.
+    pub step: u64,
+    pub tid: Tid,
+    pub site: SiteId,
+    pub kind: EventKind,
+    pub addr: u32,
+    pub len: u32,
+    /// The value in memory at `addr` right after the access (up to 8 bytes,
+    /// little-endian), when known.
+    pub value: Option<u64>,
+    /// The thread was switched to at this step without its previous thread
+    /// having blocked or ended: a preemption.
+    pub preempted: bool,
+}
+
+/// A 64-bit FNV-1a hash of the decision sequence: the identity of a schedule
+/// (for "distinct schedules seen" statistics).
+pub fn schedule_hash(ds: &[Decision]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for d in ds {
+        let (a, b, c) = match *d {
+            Decision::Thread { tid, site, options } => (tid, site, options),
+            Decision::Value {
+                tid,
+                site,
+                value,
+                options,
+            } => (tid ^ 0x8000_0000, site ^ value, options),
+        };
+        for x in [a, b, c] {
+            for byte in x.to_le_bytes() {
+                h ^= byte as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_round_trip() {
+        let ds = vec![
+            Decision::Thread {
+                tid: 1,
+                site: 24,
+                options: 2,
+            },
+            Decision::Thread {
+                tid: 0,
+                site: NO_SITE,
+                options: 3,
+            },
+            Decision::Value {
+                tid: 2,
+                site: 40,
+                value: 1,
+                options: 3,
+            },
+        ];
+        let text = encode_decisions(&ds);
+        assert_eq!(text, "1@24/2 0@-/3 =1/3:2@40");
+        assert_eq!(decode_decisions(&text).unwrap(), ds);
+        assert!(decode_decisions("1@x/2").is_err());
+        assert!(decode_decisions("1@2/0").is_err());
+        assert!(decode_decisions("garbage").is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! How a run ended, and its stable signature for deduplication.
+
+use crate::instrument::dwarf::is_library_unit;
+use crate::instrument::Frame;
+use crate::model::Tid;
+use serde::{Deserialize, Serialize};
+
+/// A thread that could not proceed when a deadlock was declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedThread {
+    pub tid: Tid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The futex address it waits on.
+    pub addr: u32,
+    /// The variable at `addr` (a mutex, condition variable, …), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The thread holding the mutex at `addr`, when heddle knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Tid>,
+    /// Where it waits, innermost first (empty unless stacks were captured).
+    pub stack: Vec<Frame>,
+}
+
+/// A thread's position when a run was stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadAt {
+    pub tid: Tid,
+    /// `file:line` or `function+offset` of its next event.
+    pub site: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The program exited with the expected code.
+    Pass { exit_code: i32 },
+    /// `heddle_assert`/`heddle_fail`, or C `assert()`.
+    Assertion {
+        message: String,
+        tid: Tid,
+        stack: Vec<Frame>,
+    },
+    /// A wasm trap (out-of-bounds access, unreachable, `abort()`, …).
+    Trap {
+        trap: String,
+        message: String,
+        tid: Tid,
+        stack: Vec<Frame>,
+    },
+    /// The program exited with an unexpected code.
+    Exit { code: i32, expected: i32 },
+    /// Every unfinished thread is blocked with no deadline.
+    Deadlock { threads: Vec<BlockedThread> },
+    /// The step or virtual-time budget ran out.
+    Hang {
+        reason: String,
+        threads: Vec<ThreadAt>,
+    },
+}
+
+impl Verdict {
+    /// The verdict kind: `pass`, `assertion`, `trap`, `exit`, `deadlock`, `hang`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Pass { .. } => "pass",
+            Verdict::Assertion { .. } => "assertion",
+            Verdict::Trap { .. } => "trap",
+            Verdict::Exit { .. } => "exit",
+            Verdict::Deadlock { .. } => "deadlock",
+            Verdict::Hang { .. } => "hang",
+        }
+    }
+
+    pub fn is_pass(&self) -> bool {
+        matches!(self, Verdict::Pass { .. })
+    }
+
+    /// A stable signature: the kind plus the symbolized user-code sites
+    /// involved, without thread ids, addresses or message values, so that the
+    /// same bug found through different schedules deduplicates.
+    pub fn signature(&self) -> String {
+        match self {
+            Verdict::Pass { .. } => "pass".into(),
+            Verdict::Assertion { stack, .. } => format!("assertion@{}", top_user(stack)),
+            Verdict::Trap { trap, stack, .. } => format!("trap:{trap}@{}", top_user(stack)),
+            Verdict::Exit { code, .. } => format!("exit:{code}"),
+            Verdict::Deadlock { threads } => {
+                let mut at: Vec<String> = threads.iter().map(|t| top_user(&t.stack)).collect();
+                at.sort();
+                at.dedup();
+                format!("deadlock@{}", at.join("|"))
+            }
+            Verdict::Hang { reason, .. } => format!("hang:{reason}"),
+        }
+    }
+
+    /// One line for humans.
+    pub fn summary(&self) -> String {
+        match self {
+            Verdict::Pass { exit_code } => format!("pass (exit {exit_code})"),
+            Verdict::Assertion {
+                message,
+                tid,
+                stack,
+            } => {
+                format!(
+                    "assertion failed in thread {tid} at {}: {message}",
+                    top_user(stack)
+                )
+            }
+            Verdict::Trap {
+                trap,
+                message,
+                tid,
+                stack,
+            } => {
+                format!(
+                    "trap ({trap}) in thread {tid} at {}: {message}",
+                    top_user(stack)
+                )
+            }
+            Verdict::Exit { code, expected } => format!("exit code {code} (expected {expected})"),
+            Verdict::Deadlock { threads } => {
+                let parts: Vec<String> = threads
+                    .iter()
+                    .map(|t| {
+                        let mut s = format!("thread {} waits at {}", t.tid, top_user(&t.stack));
+                        if let Some(o) = &t.object {
+                            s.push_str(&format!(" on {o}"));
+                        }
+                        if let Some(owner) = t.owner {
+                            s.push_str(&format!(" (held by thread {owner})"));
+                        }
+                        s
+                    })
+                    .collect();
+                format!("deadlock: {}", parts.join("; "))
+            }
+            Verdict::Hang { reason, threads } => {
+                let at: Vec<String> = threads
+                    .iter()
+                    .map(|t| format!("thread {} at {}", t.tid, t.site))
+                    .collect();
+                format!("hang ({reason}): {}", at.join(", "))
+            }
+        }
+    }
+}
+
+/// The innermost frame in user code, as `function (file:line)`, falling back
+/// to the innermost frame with any location, then `?`.
+pub fn top_user(stack: &[Frame]) -> String {
+    let user = stack.iter().find(|f| {
+        f.loc
+            .as_ref()
+            .is_some_and(|l| !is_library_unit(&l.file, ""))
+    });
+    match user
+        .or_else(|| stack.iter().find(|f| f.loc.is_some()))
+        .or(stack.first())
+    {
+        Some(f) => {
+            let func = f.function.clone().unwrap_or_else(|| "?".into());
+            match &f.loc {
+                Some(l) => format!("{func} ({})", l.short()),
+                None => func,
+            }
+        }
+        None => "?".into(),
+    }
+}
