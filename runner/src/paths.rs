@@ -43,7 +43,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     {
         let mut f =
             File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(&bytes[..])?;
+        f.write_all(bytes)?;
         f.sync_all()?;
     }
     fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;

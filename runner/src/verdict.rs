@@ -19,8 +19,21 @@ pub struct BlockedThread {
     /// The thread holding the mutex at `addr`, when heddle knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Tid>,
+    /// Locks it holds, with the line where it took each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<HeldLock>,
     /// Where it waits, innermost first (empty unless stacks were captured).
     pub stack: Vec<Frame>,
+}
+
+/// A lock held by a blocked thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLock {
+    pub addr: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// `file:line` where it was taken.
+    pub site: String,
 }
 
 /// A thread's position when a run was stopped.
@@ -127,12 +140,20 @@ impl Verdict {
                 let parts: Vec<String> = threads
                     .iter()
                     .map(|t| {
-                        let mut s = format!("thread {} waits at {}", t.tid, top_user(&t.stack));
+                        let who = match &t.name {
+                            Some(n) => format!("thread {} ({n})", t.tid),
+                            None => format!("thread {}", t.tid),
+                        };
+                        let mut s = format!("{who} waits at {}", top_user(&t.stack));
                         if let Some(o) = &t.object {
-                            s.push_str(&format!(" on {o}"));
+                            s.push_str(&format!(" for {o}"));
                         }
                         if let Some(owner) = t.owner {
-                            s.push_str(&format!(" (held by thread {owner})"));
+                            s.push_str(&format!(" held by thread {owner}"));
+                        }
+                        for h in &t.holds {
+                            let what = h.object.clone().unwrap_or_else(|| format!("{:#x}", h.addr));
+                            s.push_str(&format!(", holding {what} (taken at {})", h.site));
                         }
                         s
                     })

@@ -114,14 +114,14 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
                     }
                 }
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty && (n % 64 == 0 || n == a.runs) {
+                if tty && (n.is_multiple_of(64) || n == a.runs) {
                     let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
                     let nfail = failures.lock().map(|f| f.len()).unwrap_or(0);
                     eprint!(
                         "\r{n}/{} runs  {rate:.0} runs/s  {nfail} failing   ",
                         a.runs
                     );
-                } else if !tty && n % 10_000 == 0 {
+                } else if !tty && n.is_multiple_of(10_000) {
                     eprintln!("heddle: {n}/{} runs", a.runs);
                 }
             });
@@ -153,6 +153,23 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         if !seen.insert(sig.clone()) {
             continue;
         }
+        // Run the seed again with stacks captured where threads block: the
+        // schedule is the same (diagnostics never change decisions).
+        let detailed = program.run(&RunConfig {
+            seed: f.seed,
+            diagnostics: true,
+            ..base.clone()
+        })?;
+        if detailed.decisions != f.result.decisions {
+            bail!(
+                "internal error: seed {} did not repeat its schedule with diagnostics on",
+                f.seed
+            );
+        }
+        let f = &Failure {
+            seed: f.seed,
+            result: detailed,
+        };
         let file = replay_file(&t, &program, &base, f.seed, &f.result);
         let name = format!(
             "{}-{}-seed{}.toml",
@@ -277,6 +294,7 @@ pub fn load_replay(path: &Path, target_override: Option<&Path>) -> Result<Replay
         expected_exit: file.run.expected_exit,
         forced: file.decisions()?,
         strict: true,
+        diagnostics: true,
         ..RunConfig::default()
     };
     sched::parse(&config.strategy, 1).context("replay file names an unknown strategy")?;

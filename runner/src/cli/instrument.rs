@@ -91,8 +91,8 @@ pub fn sites_cmd(a: SitesArgs) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     println!(
-        "{:>6}  {:<9} {:>4}  {:<28} {}",
-        "site", "kind", "size", "location", "function"
+        "{:>6}  {:<9} {:>4}  {:<28} function",
+        "site", "kind", "size", "location"
     );
     for s in &table.sites {
         if !a.all && !s.user {

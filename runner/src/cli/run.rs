@@ -116,6 +116,9 @@ pub struct RunArgs {
     /// Print the program's output even when it passes.
     #[arg(long)]
     pub show_output: bool,
+    /// Print every executed event.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn print_output(r: &RunResult) {
@@ -136,8 +139,27 @@ pub fn print_output(r: &RunResult) {
 pub fn run_cmd(a: RunArgs) -> Result<i32> {
     let (_t, program) = a.target.load()?;
     let cfg = a.run.config(&a.target.args, a.seed)?;
-    let cfg = super::fuzz::calibrate(&program, cfg)?;
+    let mut cfg = super::fuzz::calibrate(&program, cfg)?;
+    cfg.record_events = a.trace;
+    cfg.diagnostics = true;
     let r = program.run(&cfg)?;
+    if a.trace {
+        for e in &r.events {
+            let site = program.sites.site(e.site);
+            let at = site
+                .map(|s| format!("{} {}", s.where_(), s.func_name))
+                .unwrap_or_default();
+            let value = e.value.map(|v| format!(" = {v}")).unwrap_or_default();
+            let mark = if e.preempted { "*" } else { " " };
+            println!(
+                "{:>6}{mark} t{} {:<7} {:#010x}{value:<12} {at}",
+                e.step,
+                e.tid,
+                e.kind.label(),
+                e.addr
+            );
+        }
+    }
     println!("verdict: {}", r.verdict.summary());
     println!(
         "seed {} strategy {}: {} steps, {} decisions, {} threads, {} preemptions",

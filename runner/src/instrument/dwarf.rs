@@ -40,6 +40,15 @@ impl std::fmt::Display for Loc {
     }
 }
 
+/// The name users know a function by: clang renames `main` for wasm
+/// (`__main_argc_argv`, `__main_void`, `__original_main`).
+pub fn display_name(name: &str) -> &str {
+    match name {
+        "__main_argc_argv" | "__main_void" | "__original_main" => "main",
+        _ => name,
+    }
+}
+
 /// The last path component of `path`.
 pub fn short_file(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
@@ -132,7 +141,7 @@ impl DebugInfo {
             let function = f
                 .function
                 .as_ref()
-                .and_then(|n| n.demangle().ok().map(|s| s.into_owned()));
+                .and_then(|n| n.demangle().ok().map(|s| display_name(&s).to_string()));
             let loc = f.location.and_then(|l| {
                 Some(Loc {
                     file: l.file?.to_string(),
@@ -341,12 +350,18 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
         "/wasi-sysroot/",
         "/llvm-project/",
         "/llvm-toolchain-",
+        "/c++/v1/",
+        "/include/wasm32-wasi",
+        "/toolchain/sysroot/",
+        "/guest-sdk/compat/",
     ];
     let joined = format!("{dir}/{name}");
     MARKERS
         .iter()
         .any(|m| name.contains(m) || joined.contains(m))
         || name.starts_with("wasisdk:")
+        || name.starts_with("/usr/lib/llvm")
+        || name.starts_with("/usr/include/")
         || dir.starts_with("/usr/lib/llvm")
 }
 

@@ -44,7 +44,7 @@ pub use rewrite::RtImport;
 pub use sites::{FuncInfo, Site, SiteId, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 1;
+pub const INSTRUMENTER_VERSION: u32 = 2;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -48,12 +48,15 @@ pub enum RtImport {
     /// `call_catching(arg, fn) -> i32`: calls table function `fn(arg)` and
     /// returns its result, or the value passed to `pthread_exit`.
     CallCatching,
+    /// `locked(site, addr, ret)`: a lock operation called at `site` on the
+    /// object at `addr` returned `ret` (ownership bookkeeping, no yield).
+    Locked,
 }
 
 impl RtImport {
-    pub const COUNT: u32 = 9;
+    pub const COUNT: u32 = 10;
     pub const MODULE: &'static str = "heddle_rt";
-    pub const ALL: [RtImport; 9] = [
+    pub const ALL: [RtImport; 10] = [
         RtImport::Access,
         RtImport::Switch,
         RtImport::Wait32,
@@ -63,6 +66,7 @@ impl RtImport {
         RtImport::Range,
         RtImport::Copy,
         RtImport::CallCatching,
+        RtImport::Locked,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl RtImport {
             RtImport::Range => "range",
             RtImport::Copy => "copy",
             RtImport::CallCatching => "call_catching",
+            RtImport::Locked => "locked",
         }
     }
 
@@ -91,6 +96,7 @@ impl RtImport {
             RtImport::Range => (vec![I32, I32, I32], vec![I32]),
             RtImport::Copy => (vec![I32, I32, I32, I32], vec![I32]),
             RtImport::CallCatching => (vec![I32, I32], vec![I32]),
+            RtImport::Locked => (vec![I32, I32, I32], vec![]),
         }
     }
 }
@@ -488,6 +494,7 @@ struct Scratch {
     f: u32, // f32
     g: u32, // f64
     h: u32, // v128
+    r: u32, // i32: a call's result
 }
 
 impl Scratch {
@@ -515,6 +522,10 @@ struct ModuleFacts {
     num_globals: u32,
     has_table: bool,
     imports_thread_exit: bool,
+    /// Parameter and result types of each type index.
+    types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
+    /// Type index of each function (imported, then defined).
+    func_types: Vec<u32>,
 }
 
 fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
@@ -528,15 +539,29 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
         num_globals: 0,
         has_table: false,
         imports_thread_exit: false,
+        types: Vec::new(),
+        func_types: Vec::new(),
     };
     for p in Parser::new(0).parse_all(bytes) {
         match p? {
-            Payload::TypeSection(r) => f.num_types = r.count(),
+            Payload::TypeSection(r) => {
+                f.num_types = r.count();
+                for ty in r.into_iter_err_on_gc_types() {
+                    let ty = ty?;
+                    f.types.push((ty.params().to_vec(), ty.results().to_vec()));
+                }
+            }
+            Payload::FunctionSection(r) => {
+                for t in r {
+                    f.func_types.push(t?);
+                }
+            }
             Payload::ImportSection(r) => {
                 for imp in r.into_imports() {
                     let imp = imp?;
                     match imp.ty {
-                        TypeRef::Func(_) | TypeRef::FuncExact(_) => {
+                        TypeRef::Func(t) | TypeRef::FuncExact(t) => {
+                            f.func_types.push(t);
                             f.imported_funcs += 1;
                             f.import_names.push(format!("{}.{}", imp.module, imp.name));
                             if imp.module == "heddle" && imp.name == "thread_exit" {
@@ -586,9 +611,48 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
     Ok(f)
 }
 
+/// If calling function `f` is a lock operation heddle tracks: the site kind,
+/// which argument is the lock, the number of (i32) parameters, and whether
+/// it returns an i32.
+fn lock_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, usize, bool)> {
+    let name = facts.func_names.get(&f)?;
+    let name = name.trim_start_matches('_');
+    let (kind, arg) = match name {
+        "pthread_mutex_lock"
+        | "pthread_mutex_trylock"
+        | "pthread_mutex_timedlock"
+        | "pthread_rwlock_rdlock"
+        | "pthread_rwlock_wrlock"
+        | "pthread_rwlock_tryrdlock"
+        | "pthread_rwlock_trywrlock"
+        | "pthread_rwlock_timedrdlock"
+        | "pthread_rwlock_timedwrlock"
+        | "pthread_spin_lock"
+        | "pthread_spin_trylock" => (SiteKind::Lock, 0),
+        "pthread_mutex_unlock" | "pthread_rwlock_unlock" | "pthread_spin_unlock" => {
+            (SiteKind::Unlock, 0)
+        }
+        "pthread_cond_wait" | "pthread_cond_timedwait" => (SiteKind::CondWait, 1),
+        _ => return None,
+    };
+    let (params, results) = facts
+        .types
+        .get(*facts.func_types.get(f as usize)? as usize)?;
+    let all_i32 = params.iter().all(|t| *t == wasmparser::ValType::I32);
+    if !all_i32 || params.len() > 3 || params.len() <= arg || results.len() > 1 {
+        return None;
+    }
+    let has_result = results.first() == Some(&wasmparser::ValType::I32);
+    if results.len() == 1 && !has_result {
+        return None;
+    }
+    Some((kind, arg, params.len(), has_result))
+}
+
 /// Demangles a C++ name; other names come back unchanged.
 pub fn demangle(name: &str) -> String {
-    addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None).into_owned()
+    let d = addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None);
+    super::dwarf::display_name(&d).to_string()
 }
 
 /// Per-function emission context.
@@ -1030,6 +1094,11 @@ struct FuncCtx<'a> {
     catch_thread_start: bool,
 }
 
+/// A rewritten function body: the function, its offset runs, the
+/// validator's allocations (for reuse) and, for the start function, the
+/// lowest address it initialises.
+type Body = (Function, Vec<(u32, u32, bool)>, FuncValidatorAllocations, Option<u32>);
+
 #[allow(clippy::too_many_arguments)]
 fn rewrite_body<'a>(
     body: &wasmparser::FunctionBody<'a>,
@@ -1040,12 +1109,7 @@ fn rewrite_body<'a>(
     budget_global: u32,
     debug: &DebugInfo,
     sites: &mut Vec<Site>,
-) -> Result<(
-    Function,
-    Vec<(u32, u32, bool)>,
-    FuncValidatorAllocations,
-    Option<u32>,
-)> {
+) -> Result<Body> {
     // Locals.
     let mut locals: Vec<(u32, ValType)> = Vec::new();
     let mut lr = body.get_locals_reader()?;
@@ -1099,13 +1163,14 @@ fn rewrite_body<'a>(
         a: base,
         b: base + 1,
         c: base + 2,
-        d: base + 3,
-        e: base + 4,
-        f: base + 5,
-        g: base + 6,
-        h: base + 7,
+        d: base + 4,
+        e: base + 5,
+        f: base + 6,
+        g: base + 7,
+        h: base + 8,
+        r: base + 3,
     };
-    locals.push((3, ValType::I32));
+    locals.push((4, ValType::I32));
     locals.push((2, ValType::I64));
     locals.push((1, ValType::F32));
     locals.push((1, ValType::F64));
@@ -1229,6 +1294,45 @@ fn rewrite_body<'a>(
                 em.yield_point(site, None);
                 em.mark(orig, false);
                 em.original(op)?;
+            }
+            Operator::Call { function_index }
+                if ctx.user && !ctx.is_start && lock_call(facts, function_index).is_some() =>
+            {
+                let (kind, arg, nparams, has_result) =
+                    lock_call(facts, function_index).expect("lock call");
+                let s = em.scratch;
+                let slots = [s.a, s.b, s.c];
+                em.mark(orig, true);
+                let site = new_site(
+                    sites,
+                    kind,
+                    false,
+                    0,
+                    0,
+                    offset,
+                    facts.func_names.get(&function_index).cloned(),
+                );
+                for i in (0..nparams).rev() {
+                    em.ins(Instruction::LocalSet(slots[i]));
+                }
+                em.yield_point(site, Some(slots[arg]));
+                for slot in slots.iter().take(nparams) {
+                    em.ins(Instruction::LocalGet(*slot));
+                }
+                em.mark(orig, false);
+                em.original(op)?;
+                em.mark(orig, true);
+                if has_result {
+                    em.ins(Instruction::LocalTee(s.r));
+                }
+                em.ins(Instruction::I32Const(site as i32));
+                em.ins(Instruction::LocalGet(slots[arg]));
+                if has_result {
+                    em.ins(Instruction::LocalGet(s.r));
+                } else {
+                    em.ins(Instruction::I32Const(0));
+                }
+                em.ins(Instruction::Call(em.rt(RtImport::Locked)));
             }
             Operator::CallIndirect { table_index: 0, .. } if ctx.catch_thread_start => {
                 em.mark(orig, true);

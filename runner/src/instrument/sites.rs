@@ -37,6 +37,12 @@ pub enum SiteKind {
     Entry,
     /// A call to a host import (WASI, `wasi.thread-spawn`, the guest SDK).
     Call,
+    /// A call to a lock operation (`pthread_mutex_lock`, rwlock/spin locks).
+    Lock,
+    /// A call to an unlock operation.
+    Unlock,
+    /// A call to `pthread_cond_wait`/`timedwait` (releases, then re-takes, the mutex).
+    CondWait,
 }
 
 impl SiteKind {
@@ -55,6 +61,9 @@ impl SiteKind {
             SiteKind::BackEdge => "back-edge",
             SiteKind::Entry => "entry",
             SiteKind::Call => "call",
+            SiteKind::Lock => "lock",
+            SiteKind::Unlock => "unlock",
+            SiteKind::CondWait => "cond-wait",
         }
     }
 

@@ -49,6 +49,14 @@ pub enum EventKind {
     Choose,
     /// The thread returned from its start routine.
     Exit,
+    /// About to take a lock (`pthread_mutex_lock` and friends).
+    Lock,
+    /// Took the lock it asked for.
+    Acquire,
+    /// About to release a lock.
+    Unlock,
+    /// About to wait on a condition variable (releases the mutex).
+    CondWait,
 }
 
 impl EventKind {
@@ -65,6 +73,9 @@ impl EventKind {
             SiteKind::Fill => EventKind::Fill,
             SiteKind::BackEdge | SiteKind::Entry => EventKind::Budget,
             SiteKind::Call => EventKind::Call,
+            SiteKind::Lock => EventKind::Lock,
+            SiteKind::Unlock => EventKind::Unlock,
+            SiteKind::CondWait => EventKind::CondWait,
         }
     }
 
@@ -113,6 +124,10 @@ impl EventKind {
             EventKind::Label => "event",
             EventKind::Choose => "choose",
             EventKind::Exit => "exit",
+            EventKind::Lock => "lock",
+            EventKind::Acquire => "acquired",
+            EventKind::Unlock => "unlock",
+            EventKind::CondWait => "cond-wait",
         }
     }
 }

@@ -162,7 +162,7 @@ pub fn write_bytes(st: &RunState, addr: u32, bytes: &[u8]) -> HostResult<()> {
 }
 
 fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
-    if ea % size != 0 {
+    if !ea.is_multiple_of(size) {
         return Err(Trap::HeapMisaligned.into());
     }
     if ea as usize + size as usize > st.memory.data().len() {
@@ -415,10 +415,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     .ok_or(Trap::IndirectCallToNull)?;
                 let f = f.typed::<i32, i32>(&caller)?;
                 let sp = caller.data().sp;
-                let saved = match sp {
-                    Some(g) => Some(g.get(&mut caller)),
-                    None => None,
-                };
+                let saved = sp.map(|g| g.get(&mut caller));
                 match f.call_async(&mut caller, arg).await {
                     Ok(r) => Ok(r),
                     Err(e) => match e.downcast_ref::<ThreadExit>() {
@@ -433,6 +430,17 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     },
                 }
             })
+        },
+    )?;
+
+    linker.func_wrap(
+        m,
+        RtImport::Locked.name(),
+        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, ret: i32| {
+            let ctx = caller.data();
+            if ctx.started {
+                ctx.run.get().locked(ctx.tid, site, addr, ret);
+            }
         },
     )?;
 

@@ -20,7 +20,7 @@ use crate::model::{Status, Tid, NO_SITE};
 use crate::paths;
 use crate::sched::{self, Strategy};
 use crate::trace::{Decision, Event};
-use crate::verdict::{BlockedThread, ThreadAt, Verdict};
+use crate::verdict::{BlockedThread, HeldLock, ThreadAt, Verdict};
 use anyhow::{anyhow, bail, Result};
 use hooks::ThreadExit;
 use state::{Divergence, Limits, Outcome, RawFrame, RunCell, RunEnd, RunState, Scheduler};
@@ -425,12 +425,23 @@ impl Program {
                         });
                     }
                 }
+                // A thread blocked inside a lock call waits for that lock.
+                let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
                 threads.push(BlockedThread {
                     tid: i as Tid,
                     name: t.name.clone(),
-                    addr,
-                    object: self.sites.symbol_at(addr).map(|s| s.name.clone()),
-                    owner: st.lock_owner.get(&addr).copied(),
+                    addr: object_addr,
+                    object: self.sites.symbol_at(object_addr).map(|s| s.name.clone()),
+                    owner: t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied()),
+                    holds: t
+                        .holds
+                        .iter()
+                        .map(|&(a, site)| HeldLock {
+                            addr: a,
+                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                            site: self.site_text(site),
+                        })
+                        .collect(),
                     stack,
                 });
             }

@@ -72,6 +72,10 @@ pub struct ThreadRec {
     pub block_stack: Vec<RawFrame>,
     /// Index of its last recorded event (for filling in the value).
     last_event: Option<usize>,
+    /// The lock it asked for and has not got yet (address, site of the call).
+    pub wants: Option<(u32, SiteId)>,
+    /// Locks it holds: address and the site where it took each.
+    pub holds: Vec<(u32, SiteId)>,
 }
 
 impl ThreadRec {
@@ -87,6 +91,8 @@ impl ThreadRec {
             block_site: NO_SITE,
             block_stack: Vec::new(),
             last_event: None,
+            wants: None,
+            holds: Vec::new(),
         }
     }
 }
@@ -286,7 +292,7 @@ pub struct RunState {
     /// Context switches, and those that were preemptions.
     pub switches: u64,
     pub preemptions: u64,
-    /// Mutex owners known from lock/unlock events.
+    /// Lock owners known from lock/unlock calls in user code.
     pub lock_owner: BTreeMap<u32, Tid>,
     cands: Vec<Candidate>,
     /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
@@ -386,7 +392,11 @@ impl RunState {
                 th.last_read = (p.addr, steps);
                 last_addr == p.addr && self.write_stamp[slot] <= last_step
             }
-            EventKind::Budget => true,
+            // Out of budget at a loop header: a loop without yield points.
+            EventKind::Budget => self
+                .sites
+                .site(p.site)
+                .is_some_and(|s| s.kind == crate::instrument::SiteKind::BackEdge),
             _ => false,
         };
         th.pending = p;
@@ -397,6 +407,12 @@ impl RunState {
 
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) {
+        let p = self.threads[tid as usize].pending;
+        match p.kind {
+            EventKind::Lock => self.threads[tid as usize].wants = Some((p.addr, p.site)),
+            EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
+            _ => {}
+        }
         if !self.limits.record_events {
             return;
         }
@@ -489,16 +505,19 @@ impl RunState {
         }
     }
 
+    /// The enabled threads. A spinning hint is reported once: strategies
+    /// react to the observation, not to a flag that stays set.
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
         for &tid in &self.ready {
-            let th = &self.threads[tid as usize];
+            let th = &mut self.threads[tid as usize];
             c.push(Candidate {
                 tid,
                 pending: th.pending,
                 spinning: th.spinning,
             });
+            th.spinning = false;
         }
         c
     }
@@ -639,6 +658,49 @@ impl RunState {
             self.set_ready(woken);
         }
         Ok(k)
+    }
+
+    fn release(&mut self, tid: Tid, addr: u32) {
+        if self.lock_owner.get(&addr) == Some(&tid) {
+            self.lock_owner.remove(&addr);
+        }
+        self.threads[tid as usize].holds.retain(|&(a, _)| a != addr);
+        if self.threads[tid as usize].pending.kind == EventKind::CondWait {
+            // Re-taken when the wait returns.
+            self.threads[tid as usize].wants =
+                Some((addr, self.threads[tid as usize].pending.site));
+        }
+    }
+
+    /// A lock operation at `site` on `addr` returned `ret` in thread `tid`.
+    pub fn locked(&mut self, tid: Tid, site: SiteId, addr: u32, ret: i32) {
+        let kind = self.sites.site(site).map(|s| s.kind);
+        use crate::instrument::SiteKind;
+        let took = match kind {
+            Some(SiteKind::Lock) => ret == 0,
+            // pthread_cond_(timed)wait re-takes the mutex even on timeout.
+            Some(SiteKind::CondWait) => true,
+            _ => false,
+        };
+        let th = &mut self.threads[tid as usize];
+        th.wants = None;
+        if took {
+            th.holds.push((addr, site));
+            self.lock_owner.insert(addr, tid);
+            if self.limits.record_events {
+                self.fill_last_value(tid);
+                self.events.push(Event {
+                    step: self.steps,
+                    tid,
+                    site,
+                    kind: EventKind::Acquire,
+                    addr,
+                    len: 0,
+                    value: None,
+                    preempted: false,
+                });
+            }
+        }
     }
 
     /// A value choice by `tid` (`heddle_choose`).
