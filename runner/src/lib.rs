@@ -13,6 +13,7 @@
 pub mod cc;
 pub mod cli;
 pub mod instrument;
+pub mod manifest;
 pub mod model;
 pub mod modinfo;
 pub mod paths;

@@ -1,4 +1,11 @@
 //! The `heddle` command: a thin shell over the library.
 fn main() {
+    // Behave like other Unix tools when the reader of our output goes away
+    // (`heddle sites x.wasm | head`): end quietly instead of failing to print.
+    // SAFETY: restoring the default disposition of a signal at start-up,
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     std::process::exit(heddle::cli::main());
 }

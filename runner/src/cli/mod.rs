@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 pub mod fuzz;
 mod instrument;
 pub mod run;
+mod targets;
 mod toolchain;
 
 pub use instrument::InstrumentOpts;
@@ -47,6 +48,8 @@ enum Cmd {
     Instrument(instrument::InstrumentArgs),
     /// List the yield-point sites of a module with their source lines.
     Sites(instrument::SitesArgs),
+    /// List the bundled targets (and build them with --build).
+    Targets(targets::TargetsArgs),
     /// Install or check the C/C++ toolchain.
     Toolchain {
         #[command(subcommand)]
@@ -90,6 +93,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
         Cmd::Cc { args } => toolchain::cc(args),
         Cmd::Toolchain { cmd } => toolchain::run(cmd),
+        Cmd::Targets(a) => targets::targets_cmd(a),
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
         Cmd::Replay(a) => fuzz::replay_cmd(a),

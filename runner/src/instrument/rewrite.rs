@@ -1097,7 +1097,12 @@ struct FuncCtx<'a> {
 /// A rewritten function body: the function, its offset runs, the
 /// validator's allocations (for reuse) and, for the start function, the
 /// lowest address it initialises.
-type Body = (Function, Vec<(u32, u32, bool)>, FuncValidatorAllocations, Option<u32>);
+type Body = (
+    Function,
+    Vec<(u32, u32, bool)>,
+    FuncValidatorAllocations,
+    Option<u32>,
+);
 
 #[allow(clippy::too_many_arguments)]
 fn rewrite_body<'a>(

@@ -1,0 +1,141 @@
+//! Helpers shared by the end-to-end tests.
+
+#![allow(dead_code)]
+
+use heddle::cc::{self, Toolchain};
+use heddle::instrument::{Config, Granularity};
+use heddle::manifest::{Entry, Manifest};
+use heddle::runtime::{Program, RunConfig, RunResult};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// The toolchain, installed on first use.
+pub fn toolchain() -> &'static Toolchain {
+    static TC: OnceLock<Toolchain> = OnceLock::new();
+    TC.get_or_init(|| cc::ensure().expect("toolchain"))
+}
+
+pub fn manifest() -> Manifest {
+    Manifest::load(&repo().join("targets/targets.toml")).expect("manifest")
+}
+
+pub fn entry(name: &str) -> Entry {
+    manifest()
+        .get(name)
+        .unwrap_or_else(|| panic!("no target {name}"))
+        .clone()
+}
+
+/// Compiles a source (relative to the repo root) into the cache.
+pub fn build(source: &str, flags: &[&str]) -> PathBuf {
+    let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    cc::compile_cached(toolchain(), &[repo().join(source)], &flags).expect("compile")
+}
+
+/// The module bytes of a bundled target's buggy or fixed build.
+pub fn target_module(source: &str, fixed: bool) -> Vec<u8> {
+    let path = build(
+        &format!("targets/{source}"),
+        if fixed { &["-DFIXED"] } else { &[] },
+    );
+    std::fs::read(path).expect("read module")
+}
+
+/// A compiled program, shared between tests of this process.
+pub fn program(source: &str, fixed: bool, granularity: Granularity) -> Arc<Program> {
+    static CACHE: OnceLock<Mutex<BTreeMap<(String, bool, String), Arc<Program>>>> = OnceLock::new();
+    let key = (source.to_string(), fixed, granularity.to_string());
+    let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
+    if let Some(p) = cache.lock().unwrap().get(&key) {
+        return p.clone();
+    }
+    let bytes = target_module(source, fixed);
+    let cfg = Config {
+        granularity,
+        ..Config::default()
+    };
+    let p = Arc::new(Program::new(&bytes, &cfg).expect("program"));
+    cache.lock().unwrap().insert(key, p.clone());
+    p
+}
+
+/// The run configuration of a manifest entry.
+pub fn config(e: &Entry, strategy: &str, seed: u64) -> RunConfig {
+    RunConfig {
+        args: e.args.clone(),
+        strategy: strategy.to_string(),
+        seed,
+        ..RunConfig::default()
+    }
+}
+
+pub fn run(p: &Program, cfg: &RunConfig) -> RunResult {
+    p.run(cfg).expect("run")
+}
+
+/// Runs `f` over `items` on two worker threads (the machine has two cores).
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= items.len() {
+                    break;
+                }
+                let r = f(&items[i]);
+                out.lock().unwrap().push((i, r));
+            });
+        }
+    });
+    let mut v = out.into_inner().unwrap();
+    v.sort_by_key(|(i, _)| *i);
+    v.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The `heddle` binary.
+pub fn heddle() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_heddle"));
+    c.current_dir(repo());
+    c
+}
+
+/// Runs `heddle args…` and returns its output.
+pub fn heddle_out(args: &[&str]) -> Output {
+    heddle().args(args).output().expect("run heddle")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts a one-line `heddle: error:` message and exit code 2.
+pub fn assert_usage_error(out: &Output, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "expected exit 2, stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.starts_with("heddle: error:")),
+        "stderr: {err}"
+    );
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}

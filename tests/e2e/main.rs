@@ -1,0 +1,10 @@
+//! End-to-end tests: C programs in, verdicts and replay files out.
+//!
+//! One test binary (each links wasmtime, so one link instead of many). The
+//! toolchain is installed on first use, idempotently; compiled targets and
+//! modules are shared through heddle's cache.
+
+mod common;
+mod core;
+mod instrument;
+mod toolchain;
