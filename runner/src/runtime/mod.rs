@@ -12,6 +12,7 @@
 //! This is the only module that uses wasmtime.
 
 pub mod hooks;
+pub mod plain;
 pub mod state;
 pub mod wasi;
 
