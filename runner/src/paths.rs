@@ -39,7 +39,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{}.tmp.{}", name, std::process::id()));
+    // Unique per process and per call: threads of one process may write the
+    // same cache entry at the same time.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}.tmp.{}.{n}", name, std::process::id()));
     {
         let mut f =
             File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;

@@ -1,1 +1,551 @@
-//! Tests: core.
+//! The deterministic execution core: verdicts of the bundled targets,
+//! determinism, replay files and bad input.
+
+use crate::common::*;
+use heddle::instrument::Granularity;
+use heddle::runtime::RunConfig;
+use heddle::trace::replay::ReplayFile;
+use heddle::verdict::Verdict;
+
+/// Strategies every fixed variant must pass under.
+const STRATEGIES: &[&str] = &["random", "pct:3", "rr"];
+
+/// The verdict kind a buggy build is expected to show here (the memory
+/// checker is not part of these runs).
+fn expected_buggy(e: &heddle::manifest::Entry) -> String {
+    e.buggy_without_memcheck
+        .clone()
+        .unwrap_or_else(|| e.buggy.clone())
+}
+
+/// PCT needs its step estimate; use the CLI's calibration.
+fn calibrated(p: &heddle::runtime::Program, cfg: RunConfig) -> RunConfig {
+    p.calibrate(cfg).expect("calibrate")
+}
+
+#[test]
+fn buggy_variants_show_their_verdict_within_the_stated_seeds() {
+    let m = manifest();
+    let mut report = Vec::new();
+    for e in &m.targets {
+        let want = expected_buggy(e);
+        let p = program(&e.source, false, Granularity::All);
+        if want == "pass" {
+            continue; // covered by `pass_only_targets_pass_everywhere`
+        }
+        let strategy = e.hunt_strategy.clone().unwrap_or_else(|| "random".into());
+        let seeds = e.hunt_seeds.unwrap_or(1000);
+        let base = calibrated(&p, config(e, &strategy, 0));
+        let found = (0..seeds).find(|&seed| {
+            let r = run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            );
+            assert!(
+                r.verdict.is_pass() || r.verdict.kind() == want,
+                "{}: seed {seed} gave an unexpected verdict: {}",
+                e.name,
+                r.verdict.summary()
+            );
+            r.verdict.kind() == want
+        });
+        let seed = found.unwrap_or_else(|| {
+            panic!("{}: no `{want}` within {seeds} seeds of {strategy}", e.name)
+        });
+        report.push(format!("{}: {want} at seed {seed} ({strategy})", e.name));
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+#[test]
+fn fixed_variants_pass_2000_seeds_under_every_strategy() {
+    let m = manifest();
+    let mut jobs = Vec::new();
+    for e in &m.targets {
+        for s in STRATEGIES {
+            jobs.push((e.clone(), s.to_string()));
+        }
+    }
+    par_map(&jobs, |(e, strategy)| {
+        let p = program(&e.source, true, Granularity::All);
+        let seeds = if e.name == "race_bank_4x25" {
+            500
+        } else {
+            2000
+        };
+        let base = calibrated(&p, config(e, strategy, 0));
+        for seed in 0..seeds {
+            let r = run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            );
+            assert!(
+                r.verdict.is_pass(),
+                "{} fixed, {strategy}, seed {seed}: {}",
+                e.name,
+                r.verdict.summary()
+            );
+        }
+    });
+}
+
+#[test]
+fn pass_only_targets_pass_everywhere() {
+    // spin_barrier must end under every schedule (no hang), and timed_wait
+    // must pass in virtual time (no deadlock), buggy build included.
+    for name in ["spin_barrier", "timed_wait"] {
+        let e = entry(name);
+        let jobs: Vec<String> = STRATEGIES
+            .iter()
+            .chain(&["pct:10"])
+            .map(|s| s.to_string())
+            .collect();
+        par_map(&jobs, |strategy| {
+            for granularity in [Granularity::All, Granularity::Sync] {
+                let p = program(&e.source, false, granularity);
+                let base = calibrated(&p, config(&e, strategy, 0));
+                for seed in 0..1000 {
+                    let r = run(
+                        &p,
+                        &RunConfig {
+                            seed,
+                            ..base.clone()
+                        },
+                    );
+                    assert!(
+                        r.verdict.is_pass(),
+                        "{name} {strategy} {granularity} seed {seed}: {}",
+                        r.verdict.summary()
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn timed_wait_uses_virtual_time() {
+    let e = entry("timed_wait");
+    let p = program(&e.source, false, Granularity::All);
+    let r = run(&p, &config(&e, "random", 1));
+    assert!(r.verdict.is_pass(), "{}", r.verdict.summary());
+    let out = text(&r.stdout);
+    assert!(
+        out.contains("AB"),
+        "sleepers woke in the wrong order: {out}"
+    );
+}
+
+#[test]
+fn deadlock_abba_reports_both_threads_mutexes_and_owners() {
+    let e = entry("deadlock_abba");
+    let p = program(&e.source, false, Granularity::All);
+    let base = RunConfig {
+        diagnostics: true,
+        ..calibrated(&p, config(&e, "pct:3", 0))
+    };
+    let (seed, threads) = (0..2000)
+        .find_map(|seed| {
+            match run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            )
+            .verdict
+            {
+                Verdict::Deadlock { threads } => Some((seed, threads)),
+                _ => None,
+            }
+        })
+        .expect("a deadlock within 2000 seeds");
+    let t1 = threads
+        .iter()
+        .find(|t| t.name.as_deref() == Some("t1"))
+        .expect("t1 blocked");
+    let t2 = threads
+        .iter()
+        .find(|t| t.name.as_deref() == Some("t2"))
+        .expect("t2 blocked");
+    assert_eq!(t1.object.as_deref(), Some("lock_b"), "seed {seed}: {t1:?}");
+    assert_eq!(t2.object.as_deref(), Some("lock_a"), "seed {seed}: {t2:?}");
+    assert_eq!(t1.owner, Some(t2.tid));
+    assert_eq!(t2.owner, Some(t1.tid));
+    assert_eq!(t1.holds.len(), 1);
+    assert_eq!(t1.holds[0].object.as_deref(), Some("lock_a"));
+    assert_eq!(t2.holds[0].object.as_deref(), Some("lock_b"));
+    let src = std::fs::read_to_string(repo().join("targets/deadlock_abba.c")).unwrap();
+    let line_of = |needle: &str, nth: usize| {
+        src.lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains(needle))
+            .nth(nth)
+            .map(|(i, _)| i + 1)
+            .unwrap()
+    };
+    // t1 took lock_a at its first lock call and waits in its second.
+    assert_eq!(
+        t1.holds[0].site,
+        format!(
+            "deadlock_abba.c:{}",
+            line_of("pthread_mutex_lock(&lock_a)", 0)
+        )
+    );
+    let wait_line = line_of("pthread_mutex_lock(&lock_b)", 0);
+    assert!(
+        t1.stack.iter().any(|f| f
+            .loc
+            .as_ref()
+            .is_some_and(|l| l.short() == format!("deadlock_abba.c:{wait_line}"))),
+        "t1's stack should show deadlock_abba.c:{wait_line}: {:?}",
+        t1.stack
+    );
+    let summary = Verdict::Deadlock {
+        threads: threads.clone(),
+    }
+    .summary();
+    assert!(
+        summary.contains("lock_a") && summary.contains("lock_b") && summary.contains("held by"),
+        "{summary}"
+    );
+}
+
+/// Two runs of the same (module, config, seed) are identical in every byte
+/// of their trace and output.
+#[test]
+fn runs_are_deterministic() {
+    let m = manifest();
+    let mut jobs = Vec::new();
+    for e in &m.targets {
+        if e.name == "race_bank_4x25" {
+            continue;
+        }
+        for fixed in [false, true] {
+            for s in STRATEGIES {
+                jobs.push((e.clone(), fixed, s.to_string()));
+            }
+        }
+    }
+    par_map(&jobs, |(e, fixed, strategy)| {
+        let p = program(&e.source, *fixed, Granularity::All);
+        let base = RunConfig {
+            record_events: true,
+            ..calibrated(&p, config(e, strategy, 0))
+        };
+        for seed in 0..200 {
+            let cfg = RunConfig {
+                seed,
+                ..base.clone()
+            };
+            let a = run(&p, &cfg);
+            let b = run(&p, &cfg);
+            assert_eq!(
+                a.decisions, b.decisions,
+                "{} {strategy} seed {seed}: decisions differ",
+                e.name
+            );
+            assert_eq!(
+                a.events, b.events,
+                "{} {strategy} seed {seed}: events differ",
+                e.name
+            );
+            assert_eq!(a.stdout, b.stdout, "{} seed {seed}", e.name);
+            assert_eq!(a.stderr, b.stderr, "{} seed {seed}", e.name);
+            assert_eq!(a.verdict, b.verdict, "{} seed {seed}", e.name);
+            // Recording events and capturing stacks never change the schedule.
+            let c = run(
+                &p,
+                &RunConfig {
+                    record_events: false,
+                    diagnostics: true,
+                    ..cfg.clone()
+                },
+            );
+            assert_eq!(
+                a.decisions, c.decisions,
+                "{} seed {seed}: diagnostics changed the schedule",
+                e.name
+            );
+        }
+    });
+}
+
+/// A fresh process gets the same runs: the same failing seeds, whatever the
+/// number of worker threads.
+#[test]
+fn fuzz_results_do_not_depend_on_jobs() {
+    let out_dir = tempdir();
+    let listing = |jobs: &str| {
+        let out = heddle_out(&[
+            "fuzz",
+            "targets/race_bank.c",
+            "--runs",
+            "300",
+            "--keep-going",
+            "--list-failures",
+            "--jobs",
+            jobs,
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let t = text(&out.stdout);
+        t.lines()
+            .filter(|l| l.starts_with("failing seed"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let one = listing("1");
+    let two = listing("2");
+    assert!(!one.is_empty());
+    assert_eq!(one, two);
+}
+
+fn fuzz_to_replay(dir: &std::path::Path, target: &str, extra: &[&str]) -> std::path::PathBuf {
+    let mut args = vec![
+        "fuzz",
+        target,
+        "--runs",
+        "2000",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = heddle_out(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "fuzz should find the bug: {}",
+        text(&out.stdout)
+    );
+    let stdout = text(&out.stdout);
+    let path = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .expect("replay command printed");
+    repo().join(path)
+}
+
+#[test]
+fn replay_files_reproduce_in_a_fresh_process() {
+    let dir = tempdir();
+    for (target, extra) in [
+        ("targets/race_bank.c", vec![]),
+        ("targets/deadlock_abba.c", vec!["--strategy", "pct:3"]),
+        ("targets/codeblock.cpp", vec![]),
+        ("targets/lost_wakeup.c", vec!["--strategy", "pct:3"]),
+    ] {
+        let path = fuzz_to_replay(dir.path(), target, &extra);
+        let file = ReplayFile::load(&path).expect("valid replay file");
+        let out = heddle_out(&["replay", path.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{target}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("replay reproduced the recorded run"),
+            "{target}: {stdout}"
+        );
+        assert!(stdout.contains(&file.verdict.summary), "{target}: {stdout}");
+    }
+}
+
+#[test]
+fn an_edited_decision_makes_replay_report_divergence_at_that_step() {
+    let dir = tempdir();
+    let path = fuzz_to_replay(dir.path(), "targets/race_bank.c", &[]);
+    let mut file = ReplayFile::load(&path).unwrap();
+    let mut ds = file.decisions().unwrap();
+    // Pick a thread decision with two options and choose the other thread.
+    let (k, other) = ds
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| match *d {
+            heddle::trace::Decision::Thread {
+                tid, options: 2, ..
+            } if i > 5 => Some((i, if tid == 1 { 2 } else { 1 })),
+            _ => None,
+        })
+        .expect("a two-way decision");
+    if let heddle::trace::Decision::Thread { ref mut tid, .. } = ds[k] {
+        *tid = other;
+    }
+    file.set_decisions(&ds);
+    let edited = dir.path().join("edited.toml");
+    std::fs::write(&edited, file.to_toml().unwrap()).unwrap();
+    let out = heddle_out(&["replay", edited.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("replay diverged at decision {k}:")),
+        "{err}"
+    );
+    assert!(err.contains(&format!("expected thread {other}")), "{err}");
+}
+
+#[test]
+fn race_bank_loses_updates_under_every_strategy() {
+    let e = entry("race_bank");
+    let p = program(&e.source, false, Granularity::All);
+    let mut lines = Vec::new();
+    for s in STRATEGIES {
+        let base = calibrated(&p, config(&e, s, 0));
+        let lost = (0..1000)
+            .filter(|&seed| {
+                !run(
+                    &p,
+                    &RunConfig {
+                        seed,
+                        ..base.clone()
+                    },
+                )
+                .verdict
+                .is_pass()
+            })
+            .count();
+        assert!(lost > 0, "{s} never lost an update in 1000 seeds");
+        lines.push(format!(
+            "race_bank 2x2 {}: {lost}/1000 seeds lose an update",
+            base.strategy
+        ));
+    }
+    let big = entry("race_bank_4x25");
+    let base = config(&big, "random", 0);
+    let lost = (0..100)
+        .filter(|&seed| {
+            !run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            )
+            .verdict
+            .is_pass()
+        })
+        .count();
+    assert!(
+        lost > 50,
+        "4x25 should lose updates on most seeds, lost on {lost}/100"
+    );
+    lines.push(format!(
+        "race_bank 4x25 random: {lost}/100 seeds lose an update"
+    ));
+    eprintln!("{}", lines.join("\n"));
+}
+
+#[test]
+fn traps_and_hangs_never_stop_a_campaign() {
+    let dir = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        "tests/programs/core_trap_or_hang.c",
+        "--runs",
+        "200",
+        "--keep-going",
+        "--list-failures",
+        "--max-steps",
+        "20000",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("200 runs"), "every seed ran: {stdout}");
+    for kind in ["trap:out-of-bounds@worker", "hang:step", "assertion@worker"] {
+        assert!(stdout.contains(kind), "missing {kind}: {stdout}");
+    }
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(files, 3, "one replay file per distinct failure");
+}
+
+/// A minimal module with the given import/memory/export sections.
+fn module_bytes(imported_memory: Option<u8>, defined_memory: bool, export_start: bool) -> Vec<u8> {
+    let mut m = b"\0asm\x01\0\0\0".to_vec();
+    m.extend_from_slice(&[0x01, 0x04, 0x01, 0x60, 0x00, 0x00]); // type () -> ()
+    if let Some(flags) = imported_memory {
+        // import "env" "memory" (memory flags min=1 max=1)
+        let mut body = vec![0x01, 0x03, b'e', b'n', b'v', 0x06];
+        body.extend_from_slice(b"memory");
+        body.extend_from_slice(&[0x02, flags, 0x01]);
+        if flags & 1 != 0 {
+            body.push(0x01);
+        }
+        m.push(0x02);
+        m.push(body.len() as u8);
+        m.extend_from_slice(&body);
+    }
+    m.extend_from_slice(&[0x03, 0x02, 0x01, 0x00]); // one function of type 0
+    if defined_memory {
+        m.extend_from_slice(&[0x05, 0x03, 0x01, 0x00, 0x01]);
+    }
+    if export_start {
+        m.extend_from_slice(&[0x07, 0x0a, 0x01, 0x06]);
+        m.extend_from_slice(b"_start");
+        m.extend_from_slice(&[0x00, 0x00]);
+    }
+    m.extend_from_slice(&[0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b]); // empty body
+    m
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error_and_exit_2() {
+    let dir = tempdir();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let notwasm = write("notes.wasm", b"this is not a module");
+    assert_usage_error(&heddle_out(&["run", &notwasm]), "not a WebAssembly module");
+    let unshared = write("unshared.wasm", &module_bytes(Some(0x01), false, true));
+    assert_usage_error(&heddle_out(&["run", &unshared]), "not shared");
+    let own_memory = write("own.wasm", &module_bytes(None, true, true));
+    assert_usage_error(&heddle_out(&["run", &own_memory]), "defines its own memory");
+    let no_start = write("nostart.wasm", &module_bytes(Some(0x03), false, false));
+    assert_usage_error(&heddle_out(&["run", &no_start]), "does not export `_start`");
+    let truncated = {
+        let full = target_module("race_bank.c", false);
+        write("truncated.wasm", &full[..full.len() / 3])
+    };
+    assert_usage_error(&heddle_out(&["run", &truncated]), "malformed");
+    assert_usage_error(
+        &heddle_out(&["run", "targets/race_bank.c", "--strategy", "fifo"]),
+        "unknown strategy `fifo`",
+    );
+    assert_usage_error(
+        &heddle_out(&["run", "targets/race_bank.c", "--strategy", "pct:0"]),
+        "bad PCT depth",
+    );
+    assert_usage_error(&heddle_out(&["run", "nothere.wasm"]), "no such file");
+    let corrupt = write("corrupt.toml", b"format = 1\n[module]\nsha256 = 12\n");
+    assert_usage_error(
+        &heddle_out(&["replay", &corrupt]),
+        "not a valid heddle replay file",
+    );
+    let garbage = write("garbage.toml", &[0xff, 0xfe, 0x00, 0x01]);
+    assert_usage_error(&heddle_out(&["replay", &garbage]), "garbage.toml");
+    // A replay recorded on another module.
+    let path = fuzz_to_replay(dir.path(), "targets/race_bank.c", &[]);
+    let text_file = std::fs::read_to_string(&path).unwrap();
+    let foreign = write(
+        "foreign.toml",
+        text_file
+            .replace(
+                "source = \"targets/race_bank.c\"",
+                "source = \"targets/counter_spy.c\"",
+            )
+            .as_bytes(),
+    );
+    assert_usage_error(&heddle_out(&["replay", &foreign]), "module mismatch");
+}

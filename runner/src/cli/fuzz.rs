@@ -14,24 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Fills in a strategy's step estimate (PCT's `k`) by a calibration run:
-/// the number of decisions of seed 0 under `random`, which is itself
-/// deterministic, so every run of a campaign uses the same `k`.
-pub fn calibrate(program: &Program, mut cfg: RunConfig) -> Result<RunConfig> {
-    if sched::needs_estimate(&cfg.strategy) {
-        let probe = RunConfig {
-            strategy: "random".into(),
-            seed: 0,
-            record_events: false,
-            ..cfg.clone()
-        };
-        let r = program.run(&probe)?;
-        let k = (r.decisions.len() as u64).max(1);
-        cfg.strategy = sched::parse(&cfg.strategy, k)?.spec();
-    }
-    Ok(cfg)
-}
-
 #[derive(Args, Debug)]
 pub struct FuzzArgs {
     #[command(flatten)]
@@ -53,6 +35,9 @@ pub struct FuzzArgs {
     /// Directory for replay files.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
+    /// Print every failing seed with its verdict signature.
+    #[arg(long)]
+    pub list_failures: bool,
 }
 
 /// One failing seed.
@@ -64,7 +49,7 @@ struct Failure {
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let (t, program) = a.target.load()?;
     let base = a.run.config(&a.target.args, 0)?;
-    let base = calibrate(&program, base)?;
+    let base = program.calibrate(base)?;
     let jobs = a
         .jobs
         .unwrap_or_else(|| {
@@ -143,6 +128,11 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         base.strategy,
         failures.len()
     );
+    if a.list_failures {
+        for f in &failures {
+            println!("failing seed {}: {}", f.seed, f.result.verdict.signature());
+        }
+    }
     if failures.is_empty() {
         return Ok(EXIT_OK);
     }

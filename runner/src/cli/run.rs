@@ -139,7 +139,7 @@ pub fn print_output(r: &RunResult) {
 pub fn run_cmd(a: RunArgs) -> Result<i32> {
     let (_t, program) = a.target.load()?;
     let cfg = a.run.config(&a.target.args, a.seed)?;
-    let mut cfg = super::fuzz::calibrate(&program, cfg)?;
+    let mut cfg = program.calibrate(cfg)?;
     cfg.record_events = a.trace;
     cfg.diagnostics = true;
     let r = program.run(&cfg)?;

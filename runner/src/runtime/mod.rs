@@ -231,6 +231,27 @@ impl Program {
         out
     }
 
+    /// Fills in a strategy's step estimate (PCT's `k`) by a calibration run:
+    /// the number of decisions of seed 0 under `random`, which is itself
+    /// deterministic, so every run of a campaign uses the same `k`. Other
+    /// strategies come back unchanged.
+    pub fn calibrate(&self, mut cfg: RunConfig) -> Result<RunConfig> {
+        if sched::needs_estimate(&cfg.strategy) {
+            let probe = RunConfig {
+                strategy: "random".into(),
+                seed: 0,
+                record_events: false,
+                diagnostics: false,
+                forced: Vec::new(),
+                ..cfg.clone()
+            };
+            let r = self.run(&probe)?;
+            let k = (r.decisions.len() as u64).max(1);
+            cfg.strategy = sched::parse(&cfg.strategy, k)?.spec();
+        }
+        Ok(cfg)
+    }
+
     /// Runs the program once.
     pub fn run(&self, cfg: &RunConfig) -> Result<RunResult> {
         let strategy: Box<dyn Strategy> = sched::parse(&cfg.strategy, 1000)?;
