@@ -1,1 +1,109 @@
-fn main() {}
+//! Execution-core benchmarks: whole runs per second, the cost of a yield
+//! point that does not switch, and the cost of a thread switch.
+//!
+//! `cargo bench --bench runtime`. Figures are per core (one run at a time).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use heddle::instrument::{Config, Granularity};
+use heddle::runtime::{Program, RunConfig};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn program(source: &str, granularity: Granularity) -> Program {
+    let tc = heddle::cc::ensure().expect("toolchain");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let module = heddle::cc::compile_cached(&tc, &[root.join(source)], &[]).expect("compile");
+    let bytes = std::fs::read(module).unwrap();
+    Program::new(
+        &bytes,
+        &Config {
+            granularity,
+            ..Config::default()
+        },
+    )
+    .expect("program")
+}
+
+fn cfg(args: &[&str], strategy: &str) -> RunConfig {
+    RunConfig {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        strategy: strategy.into(),
+        ..RunConfig::default()
+    }
+}
+
+/// Seconds per run, over `iters` runs.
+fn per_run(p: &Program, c: &RunConfig, iters: u64) -> f64 {
+    let start = Instant::now();
+    for seed in 0..iters {
+        p.run(&RunConfig { seed, ..c.clone() }).unwrap();
+    }
+    start.elapsed().as_secs_f64() / iters as f64
+}
+
+fn runs(c: &mut Criterion) {
+    let p = program("targets/race_bank.c", Granularity::All);
+    let base = cfg(&["2", "2"], "random");
+    let mut seed = 0u64;
+    let mut g = c.benchmark_group("run");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("race_bank_2x2_random", |b| {
+        b.iter(|| {
+            seed += 1;
+            p.run(&RunConfig {
+                seed,
+                ..base.clone()
+            })
+            .unwrap()
+        })
+    });
+    g.finish();
+    let t = per_run(&p, &base, 2000);
+    eprintln!(
+        "race_bank 2x2: {:.0} runs/s/core ({:.1} µs per run)",
+        1.0 / t,
+        t * 1e6
+    );
+}
+
+fn yield_points(c: &mut Criterion) {
+    // Cost of a non-switching yield point: the difference between runs with
+    // N and 0 iterations, divided by the yield points executed.
+    let p = program("benches/programs/yield_loop.c", Granularity::All);
+    let n = 200_000u64;
+    let big = cfg(&[&n.to_string()], "random");
+    let small = cfg(&["0"], "random");
+    let mut g = c.benchmark_group("yield");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("yield_loop_200k", |b| b.iter(|| p.run(&big).unwrap()));
+    g.finish();
+    let steps = p.run(&big).unwrap().steps - p.run(&small).unwrap().steps;
+    let dt = per_run(&p, &big, 20) - per_run(&p, &small, 200);
+    eprintln!(
+        "yield point without switch: {:.2} ns ({steps} yield points)",
+        dt / steps as f64 * 1e9
+    );
+}
+
+fn switches(c: &mut Criterion) {
+    let p = program("benches/programs/pingpong.c", Granularity::All);
+    let n = 20_000u64;
+    let big = cfg(&[&n.to_string()], "rr:0");
+    let small = cfg(&["0"], "rr:0");
+    let mut g = c.benchmark_group("switch");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("pingpong_20k_rr0", |b| b.iter(|| p.run(&big).unwrap()));
+    g.finish();
+    let rb = p.run(&big).unwrap();
+    let rs = p.run(&small).unwrap();
+    let switches = rb.switches - rs.switches;
+    let steps = rb.steps - rs.steps;
+    let dt = per_run(&p, &big, 10) - per_run(&p, &small, 200);
+    eprintln!(
+        "thread switch: {:.0} ns per switch ({switches} switches over {steps} yield points)",
+        dt / switches as f64 * 1e9
+    );
+}
+
+criterion_group!(benches, runs, yield_points, switches);
+criterion_main!(benches);

@@ -36,7 +36,7 @@ void *valloc(size_t size) { return memalign(65536, size); }
 extern char *__progname;
 
 static void vreport(int with_errno, int saved, const char *fmt, va_list ap) {
-    fprintf(stderr, "%s: ", __progname ? __progname : "program");
+    fprintf(stderr, "%s: ", __progname && *__progname ? __progname : "target");
     if (fmt) {
         vfprintf(stderr, fmt, ap);
         if (with_errno)
@@ -122,6 +122,14 @@ int getrusage(int who, struct rusage *usage) {
 /* ---- process identity and signals --------------------------------------- */
 
 pid_t getpid(void) { return 1; }
+
+/* With _WASI_EMULATED_SIGNAL the headers define SIG_IGN and SIG_ERR as
+ * these functions' addresses. */
+void __SIG_IGN(int sig) { (void)sig; }
+void __SIG_ERR(int sig) {
+    (void)sig;
+    __builtin_trap();
+}
 
 void (*signal(int sig, void (*handler)(int)))(int) {
     (void)sig;

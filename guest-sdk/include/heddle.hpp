@@ -11,13 +11,18 @@
 
 #include "heddle.h"
 
+// Always inlined, so that a failing check is reported at the caller's line.
+#define HEDDLE_INLINE inline __attribute__((always_inline))
+
 namespace heddle {
-inline void check(bool cond, const char *msg) { heddle_assert(cond ? 1 : 0, msg); }
-inline void fail(const char *msg) { heddle_fail(msg); }
-inline void yield() { heddle_yield(); }
-inline void event(const char *name) { heddle_event(name); }
-inline void thread_name(const char *name) { heddle_thread_name(name); }
-inline unsigned choose(unsigned n) { return heddle_choose(n); }
+HEDDLE_INLINE void check(bool cond, const char *msg) { heddle_assert(cond ? 1 : 0, msg); }
+HEDDLE_INLINE void fail(const char *msg) { heddle_fail(msg); }
+HEDDLE_INLINE void yield() { heddle_yield(); }
+HEDDLE_INLINE void event(const char *name) { heddle_event(name); }
+HEDDLE_INLINE void thread_name(const char *name) { heddle_thread_name(name); }
+HEDDLE_INLINE unsigned choose(unsigned n) { return heddle_choose(n); }
 } // namespace heddle
+
+#undef HEDDLE_INLINE
 
 #endif

@@ -13,6 +13,9 @@ extern "C" {
 #endif
 /* Ends the calling thread with `retval` as its join value. */
 __attribute__((noreturn)) void pthread_exit(void *retval);
+/* Aligned allocation (the threads wasi-libc headers do not declare these). */
+void *memalign(__SIZE_TYPE__ alignment, __SIZE_TYPE__ size);
+void *valloc(__SIZE_TYPE__ size);
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,7 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
     };
     let bytes = std::fs::read(&module_path)
         .with_context(|| format!("cannot read {}", module_path.display()))?;
+    crate::modinfo::ModuleInfo::parse(&bytes).with_context(|| format!("{}", path.display()))?;
     Ok(Target {
         given: path.to_path_buf(),
         module_path,

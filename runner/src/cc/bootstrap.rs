@@ -119,6 +119,26 @@ fn expected_stamp() -> Option<String> {
     ))
 }
 
+/// Every file the sysroot is assembled from is in place.
+fn sysroot_complete(dir: &Path) -> bool {
+    let lib = dir.join("lib").join(TRIPLE);
+    let inc = dir.join("include").join(TRIPLE);
+    [
+        "libc.a",
+        "crt1-command.o",
+        "crt1-reactor.o",
+        "libpthread.a",
+        "libm.a",
+        "librt.a",
+        "libc++.a",
+        "libc++abi.a",
+    ]
+    .iter()
+    .all(|f| lib.join(f).is_file())
+        && inc.join("pthread.h").is_file()
+        && inc.join("c++/v1/atomic").is_file()
+}
+
 fn stamp_matches(dir: &Path) -> bool {
     match (fs::read_to_string(dir.join("STAMP")), expected_stamp()) {
         (Ok(have), Some(want)) => have == want,
@@ -181,7 +201,7 @@ pub fn debian_components() -> Vec<Component> {
     );
     add(
         "sysroot",
-        present(sysroot_dir()).filter(|d| stamp_matches(d)),
+        present(sysroot_dir()).filter(|d| stamp_matches(d) && sysroot_complete(d)),
         "run `heddle toolchain install` to assemble it".into(),
     );
     add(
@@ -202,7 +222,11 @@ pub fn debian_components() -> Vec<Component> {
 
 /// The part of the toolchain identity that does not depend on the SDK build.
 fn debian_identity_base() -> String {
-    let stamp = fs::read_to_string(sysroot_dir().join("STAMP")).unwrap_or_default();
+    // What the sysroot *should* be built from, so that a damaged sysroot
+    // does not also make the (intact) SDK build look missing.
+    let stamp = expected_stamp()
+        .or_else(|| fs::read_to_string(sysroot_dir().join("STAMP")).ok())
+        .unwrap_or_default();
     paths::sha256_hex(format!("debian\n{LLVM}\n{stamp}").as_bytes())[..16].to_string()
 }
 
@@ -270,7 +294,7 @@ pub fn install_debian(verbose: bool) -> Result<()> {
         fetch_trixie_headers()?;
     }
 
-    if stamp_matches(&sysroot_dir()) {
+    if stamp_matches(&sysroot_dir()) && sysroot_complete(&sysroot_dir()) {
         report("sysroot up to date");
     } else {
         eprintln!("heddle: assembling sysroot in {}", sysroot_dir().display());

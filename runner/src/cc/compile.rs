@@ -156,26 +156,41 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     cmd
 }
 
+impl CcRequest {
+    /// Checks the arguments without a toolchain: at least one existing C/C++
+    /// source and an output. Returns the output path.
+    pub fn check(&self) -> Result<PathBuf> {
+        let sources = self.sources();
+        if sources.is_empty() {
+            if let Some(other) = self
+                .args
+                .iter()
+                .find(|a| !a.starts_with('-') && Path::new(a).exists())
+            {
+                bail!("{other} is not a C or C++ source file (expected .c, .cc, .cpp or .cxx)");
+            }
+            if let Some(missing) = self
+                .args
+                .iter()
+                .find(|a| !a.starts_with('-') && !Path::new(a).exists())
+            {
+                bail!("{missing}: no such file");
+            }
+            bail!("no C or C++ source file given");
+        }
+        for s in &sources {
+            if !s.exists() {
+                bail!("{}: no such file", s.display());
+            }
+        }
+        self.output().context("no output given: use -o out.wasm")
+    }
+}
+
 /// Runs clang for `req`. Compile errors come back with clang's own message;
 /// a linked module is checked for trap stubs.
 pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<PathBuf> {
-    let sources = req.sources();
-    if sources.is_empty() {
-        if let Some(other) = req
-            .args
-            .iter()
-            .find(|a| !a.starts_with('-') && Path::new(a).exists())
-        {
-            bail!("{other} is not a C or C++ source file (expected .c, .cc, .cpp or .cxx)");
-        }
-        bail!("no C or C++ source file given");
-    }
-    for s in &sources {
-        if !s.exists() {
-            bail!("{}: no such file", s.display());
-        }
-    }
-    let out = req.output().context("no output given: use -o out.wasm")?;
+    let out = req.check()?;
     let mut cmd = command_line(tc, req);
     let res = cmd
         .output()

@@ -47,8 +47,11 @@ pub fn run(cmd: ToolchainCmd) -> Result<i32> {
 pub fn cc(mut args: Vec<String>) -> Result<i32> {
     let legacy = args.iter().any(|a| a == "--legacy");
     args.retain(|a| a != "--legacy");
+    let req = CcRequest { args, legacy };
+    // Bad arguments are reported before anything is installed.
+    req.check()?;
     let tc = cc::ensure()?;
-    let out = cc::compile(&tc, &CcRequest { args, legacy })?;
+    let out = cc::compile(&tc, &req)?;
     eprintln!("heddle: wrote {}", out.display());
     Ok(EXIT_OK)
 }

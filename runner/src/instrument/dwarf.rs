@@ -354,6 +354,7 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
         "/include/wasm32-wasi",
         "/toolchain/sysroot/",
         "/guest-sdk/compat/",
+        "/include/heddle.h",
     ];
     let joined = format!("{dir}/{name}");
     MARKERS
