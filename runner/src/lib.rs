@@ -12,13 +12,16 @@
 
 pub mod cc;
 pub mod cli;
+pub mod explore;
 pub mod instrument;
 pub mod manifest;
 pub mod model;
 pub mod modinfo;
 pub mod paths;
+pub mod report;
 pub mod runtime;
 pub mod sched;
 pub mod target;
+pub mod text;
 pub mod trace;
 pub mod verdict;

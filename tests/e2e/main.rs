@@ -6,5 +6,7 @@
 
 mod common;
 mod core;
+mod explore;
 mod instrument;
+mod report;
 mod toolchain;

@@ -4,9 +4,11 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+pub mod explore;
 pub mod fuzz;
 mod instrument;
 pub mod run;
+pub mod show;
 mod targets;
 mod toolchain;
 
@@ -44,6 +46,12 @@ enum Cmd {
     Fuzz(fuzz::FuzzArgs),
     /// Reproduce a run from its replay file and check it.
     Replay(fuzz::ReplayArgs),
+    /// Enumerate schedules systematically (bounded or exhaustive).
+    Explore(explore::ExploreArgs),
+    /// Replay a run and draw its interleaving.
+    Show(show::ShowArgs),
+    /// Find a schedule with the fewest preemptions that gives the same verdict.
+    Minimize(show::MinimizeArgs),
     /// Rewrite a module so every inter-thread instruction is a yield point.
     Instrument(instrument::InstrumentArgs),
     /// List the yield-point sites of a module with their source lines.
@@ -97,6 +105,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
         Cmd::Replay(a) => fuzz::replay_cmd(a),
+        Cmd::Explore(a) => explore::explore_cmd(a),
+        Cmd::Show(a) => show::show_cmd(a),
+        Cmd::Minimize(a) => show::minimize_cmd(a),
         Cmd::Instrument(a) => instrument::instrument_cmd(a),
         Cmd::Sites(a) => instrument::sites_cmd(a),
     }

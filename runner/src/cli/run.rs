@@ -119,6 +119,9 @@ pub struct RunArgs {
     /// Print every executed event.
     #[arg(long)]
     pub trace: bool,
+    /// Print the final value of a global variable (repeatable).
+    #[arg(long, value_name = "VAR")]
+    pub observe: Vec<String>,
 }
 
 pub fn print_output(r: &RunResult) {
@@ -142,6 +145,7 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     let mut cfg = program.calibrate(cfg)?;
     cfg.record_events = a.trace;
     cfg.diagnostics = true;
+    cfg.observe = a.observe.clone();
     let r = program.run(&cfg)?;
     if a.trace {
         for e in &r.events {
@@ -170,6 +174,12 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
         r.threads,
         r.preemptions
     );
+    for o in &r.observed {
+        match o.value {
+            Some(v) => println!("{} = {v}", o.name),
+            None => println!("{} = ? ({} bytes at {:#x})", o.name, o.size, o.addr),
+        }
+    }
     if a.show_output || !r.verdict.is_pass() {
         print_output(&r);
     }

@@ -75,12 +75,24 @@ pub fn new_slice(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
 
 /// A yield point reached from an async hook: switch if the scheduler says so.
 pub async fn yield_async(caller: &mut Caller<'_, ThreadCtx>, p: Pending) -> HostResult<()> {
+    note_stack(caller);
     let (run, tid) = (caller.data().run.clone(), caller.data().tid);
     let switch = run.get().yield_point(tid, p).map_err(|_| end_err())?;
     if switch {
         wait_turn(caller).await?;
     }
     Ok(())
+}
+
+/// With `event_stacks`, remembers the calling thread's stack for its
+/// pending event.
+#[inline]
+fn note_stack(caller: &Caller<'_, ThreadCtx>) {
+    let ctx = caller.data();
+    if ctx.run.get().limits.event_stacks {
+        let stack = raw_stack(caller);
+        ctx.run.get().threads[ctx.tid as usize].pending_stack = stack;
+    }
 }
 
 /// The pending event of an access at `site` with dynamic address `addr`.
@@ -238,6 +250,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             if !ctx.started {
                 return Ok(0);
             }
+            note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, addr, None);
             match st.yield_point(ctx.tid, p) {
@@ -255,6 +268,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             if !ctx.started {
                 return Ok(0);
             }
+            note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, addr, Some(len));
             st.yield_point(ctx.tid, p)
@@ -276,6 +290,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             if !ctx.started {
                 return Ok(0);
             }
+            note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, dst, Some(len));
             st.yield_point(ctx.tid, p)

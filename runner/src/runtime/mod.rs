@@ -79,6 +79,12 @@ pub struct RunConfig {
     pub forced: Vec<Decision>,
     /// A decision beyond `forced` is a divergence.
     pub strict: bool,
+    /// Record what each decision chose from ([`RunResult::choice_points`]).
+    pub record_choices: bool,
+    /// Capture the stack of every recorded event ([`RunResult::event_stacks`]).
+    pub event_stacks: bool,
+    /// Global variables whose final values to report ([`RunResult::observed`]).
+    pub observe: Vec<String>,
 }
 
 impl Default for RunConfig {
@@ -97,8 +103,21 @@ impl Default for RunConfig {
             grants: Vec::new(),
             forced: Vec::new(),
             strict: false,
+            record_choices: false,
+            event_stacks: false,
+            observe: Vec::new(),
         }
     }
+}
+
+/// The final value of an observed global.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub name: String,
+    pub addr: u32,
+    pub size: u32,
+    /// Little-endian value (when size <= 8), sign-extended from `size` bytes.
+    pub value: Option<i64>,
 }
 
 /// What a run produced.
@@ -121,6 +140,12 @@ pub struct RunResult {
     pub threads: u32,
     /// Set when a replay did not follow its recording.
     pub divergence: Option<Divergence>,
+    /// With `record_choices`: one entry per decision.
+    pub choice_points: Vec<state::ChoicePoint>,
+    /// With `event_stacks`: the symbolized stack of each event (innermost first).
+    pub event_stacks: Vec<Vec<Frame>>,
+    /// With `observe`: the final value of each variable.
+    pub observed: Vec<Observed>,
 }
 
 impl RunResult {
@@ -202,6 +227,20 @@ impl Program {
         })
     }
 
+    /// The global variable called `name` (from DWARF), or an error naming
+    /// it and listing the nearest existing names.
+    pub fn resolve_symbol(&self, name: &str) -> Result<&instrument::Symbol> {
+        if let Some(s) = self.sites.symbols.iter().find(|s| s.name == name) {
+            return Ok(s);
+        }
+        let names: Vec<&str> = self.sites.symbols.iter().map(|s| s.name.as_str()).collect();
+        let near = crate::text::nearest(name, &names, 5);
+        if near.is_empty() {
+            bail!("unknown variable `{name}` (the module has no global variables with debug info)");
+        }
+        bail!("unknown variable `{name}`; nearest: {}", near.join(", "))
+    }
+
     /// Symbolizes raw frames through the site table and the original DWARF.
     pub fn symbolize(&self, raw: &[RawFrame]) -> Vec<Frame> {
         let mut guard = self.debug.lock().unwrap_or_else(|e| e.into_inner());
@@ -265,10 +304,19 @@ impl Program {
             max_steps: cfg.max_steps,
             max_time_ns: cfg.max_time_ns,
             budget: cfg.budget,
-            record_events: cfg.record_events,
+            record_events: cfg.record_events || cfg.event_stacks,
             diagnostics: cfg.diagnostics,
+            event_stacks: cfg.event_stacks,
         };
-        let sched = Scheduler::new(strategy, cfg.forced.clone(), cfg.strict);
+        let observe: Vec<instrument::Symbol> = cfg
+            .observe
+            .iter()
+            .map(|n| self.resolve_symbol(n).cloned())
+            .collect::<Result<_>>()?;
+        let mut sched = Scheduler::new(strategy, cfg.forced.clone(), cfg.strict);
+        if cfg.record_choices {
+            sched.choice_points = Some(Vec::new());
+        }
         let run = RunCell::new(RunState::new(
             memory.clone(),
             self.sites.clone(),
@@ -298,7 +346,25 @@ impl Program {
             .into_inner()
             .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
         let (stdout, stderr) = output.take();
-        self.finish(st, end, stdout, stderr, spec, cfg)
+        let observed = observe
+            .iter()
+            .map(|s| {
+                let size = s.size.clamp(1, 8);
+                let value = st.read_le(s.addr, size).map(|v| {
+                    let shift = 64 - 8 * size;
+                    ((v << shift) as i64) >> shift
+                });
+                Observed {
+                    name: s.name.clone(),
+                    addr: s.addr,
+                    size: s.size,
+                    value,
+                }
+            })
+            .collect();
+        let mut r = self.finish(st, end, stdout, stderr, spec, cfg)?;
+        r.observed = observed;
+        Ok(r)
     }
 
     fn finish(
@@ -394,6 +460,10 @@ impl Program {
             },
         };
         let thread_names = st.threads.iter().map(|t| t.name.clone()).collect();
+        let event_stacks = std::mem::take(&mut st.event_stacks)
+            .iter()
+            .map(|s| self.symbolize(s))
+            .collect();
         Ok(RunResult {
             verdict,
             strategy,
@@ -408,6 +478,9 @@ impl Program {
             preemptions: st.preemptions,
             threads: st.threads.len() as u32,
             divergence,
+            choice_points: st.sched.choice_points.take().unwrap_or_default(),
+            event_stacks,
+            observed: Vec::new(),
         })
     }
 

@@ -72,6 +72,8 @@ pub struct ThreadRec {
     pub block_stack: Vec<RawFrame>,
     /// Index of its last recorded event (for filling in the value).
     last_event: Option<usize>,
+    /// Its stack at its pending event (only with `event_stacks`).
+    pub pending_stack: Vec<RawFrame>,
     /// The lock it asked for and has not got yet (address, site of the call).
     pub wants: Option<(u32, SiteId)>,
     /// Locks it holds: address and the site where it took each.
@@ -91,6 +93,7 @@ impl ThreadRec {
             block_site: NO_SITE,
             block_stack: Vec::new(),
             last_event: None,
+            pending_stack: Vec::new(),
             wants: None,
             holds: Vec::new(),
         }
@@ -107,6 +110,19 @@ pub struct Scheduler {
     strict: bool,
     pub decisions: Vec<Decision>,
     thread_decisions: u64,
+    /// When recording: what each decision chose from (explorers need the
+    /// alternatives, not just the choice).
+    pub choice_points: Option<Vec<ChoicePoint>>,
+}
+
+/// What a decision chose from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChoicePoint {
+    /// The thread that reached the yield point, if it could go on (a thread
+    /// decision that picks another thread is then a preemption).
+    pub current: Option<Tid>,
+    /// The enabled threads of a thread decision (empty for a value decision).
+    pub candidates: Vec<Candidate>,
 }
 
 impl Scheduler {
@@ -118,6 +134,7 @@ impl Scheduler {
             strict,
             decisions: Vec::new(),
             thread_decisions: 0,
+            choice_points: None,
         }
     }
 
@@ -181,6 +198,12 @@ impl Scheduler {
             }
         };
         self.thread_decisions += 1;
+        if let Some(cp) = &mut self.choice_points {
+            cp.push(ChoicePoint {
+                current: current.filter(|t| cands.iter().any(|c| c.tid == *t)),
+                candidates: cands.to_vec(),
+            });
+        }
         let c = cands[pick];
         self.decisions.push(Decision::Thread {
             tid: c.tid,
@@ -215,6 +238,12 @@ impl Scheduler {
             }
             None => self.strategy.pick_value(tid, options).min(options - 1),
         };
+        if let Some(cp) = &mut self.choice_points {
+            cp.push(ChoicePoint {
+                current: Some(tid),
+                candidates: Vec::new(),
+            });
+        }
         self.decisions.push(Decision::Value {
             tid,
             site,
@@ -264,6 +293,8 @@ pub struct Limits {
     pub budget: (u32, u32),
     pub record_events: bool,
     pub diagnostics: bool,
+    /// Capture the stack of every recorded event (expensive; for reports).
+    pub event_stacks: bool,
 }
 
 const STAMP_SLOTS: usize = 4096;
@@ -287,6 +318,8 @@ pub struct RunState {
     /// Step of the last write to each (hashed) word, for spin detection.
     write_stamp: Vec<u64>,
     pub events: Vec<Event>,
+    /// With `event_stacks`: the stack of each recorded event.
+    pub event_stacks: Vec<Vec<RawFrame>>,
     /// `heddle_event` labels: (step, tid, label).
     pub labels: Vec<(u64, Tid, String)>,
     /// Context switches, and those that were preemptions.
@@ -327,6 +360,7 @@ impl RunState {
             budget_rng: Rng::new(seed, STREAM_BUDGET),
             write_stamp: vec![0; STAMP_SLOTS],
             events: Vec::new(),
+            event_stacks: Vec::new(),
             labels: Vec::new(),
             switches: 0,
             preemptions: 0,
@@ -428,6 +462,10 @@ impl RunState {
             value: None,
             preempted,
         });
+        if self.limits.event_stacks {
+            let stack = self.threads[tid as usize].pending_stack.clone();
+            self.event_stacks.push(stack);
+        }
         self.threads[tid as usize].last_event = Some(self.events.len() - 1);
     }
 
@@ -699,6 +737,10 @@ impl RunState {
                     value: None,
                     preempted: false,
                 });
+                if self.limits.event_stacks {
+                    let stack = self.threads[tid as usize].pending_stack.clone();
+                    self.event_stacks.push(stack);
+                }
             }
         }
     }

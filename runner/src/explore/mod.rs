@@ -1,0 +1,1 @@
+//! Systematic exploration of schedules (`heddle explore`).

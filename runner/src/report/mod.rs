@@ -1,0 +1,1 @@
+//! Failure reports people and machines can read (`heddle show`).
