@@ -294,6 +294,17 @@ impl Program {
     /// Runs the program once.
     pub fn run(&self, cfg: &RunConfig) -> Result<RunResult> {
         let strategy: Box<dyn Strategy> = sched::parse(&cfg.strategy, 1000)?;
+        self.run_with_strategy(cfg, strategy)
+    }
+
+    /// Runs the program once with a strategy object instead of
+    /// `cfg.strategy` (explorers and external strategies). `cfg.forced`
+    /// still applies first.
+    pub fn run_with_strategy(
+        &self,
+        cfg: &RunConfig,
+        strategy: Box<dyn Strategy>,
+    ) -> Result<RunResult> {
         let spec = strategy.spec();
         let memory = SharedMemory::new(
             &self.engine,
