@@ -15,6 +15,9 @@
 //! * at granularity [`Granularity::All`], so are plain loads, stores,
 //!   `memory.copy` and `memory.fill` in user code, except accesses provably
 //!   to the running thread's own stack frame ([`stack`]);
+//! * `memory.grow` and `memory.size` become host calls: the runtime keeps
+//!   the memory's logical size, so a memory can be zeroed and reused by the
+//!   next run instead of being unmapped and mapped again;
 //! * loop headers (and user function entries) decrement a per-thread
 //!   budget global and call the host only when it reaches zero, so a loop
 //!   with no other yield point is preempted deterministically.
@@ -44,7 +47,7 @@ pub use rewrite::RtImport;
 pub use sites::{FuncInfo, Site, SiteId, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 2;
+pub const INSTRUMENTER_VERSION: u32 = 3;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -51,12 +51,17 @@ pub enum RtImport {
     /// `locked(site, addr, ret)`: a lock operation called at `site` on the
     /// object at `addr` returned `ret` (ownership bookkeeping, no yield).
     Locked,
+    /// `grow(delta) -> i32`: replaces `memory.grow` (the runtime keeps the
+    /// memory's size itself, so that memories can be recycled across runs).
+    Grow,
+    /// `size() -> i32`: replaces `memory.size`.
+    Size,
 }
 
 impl RtImport {
-    pub const COUNT: u32 = 10;
+    pub const COUNT: u32 = 12;
     pub const MODULE: &'static str = "heddle_rt";
-    pub const ALL: [RtImport; 10] = [
+    pub const ALL: [RtImport; 12] = [
         RtImport::Access,
         RtImport::Switch,
         RtImport::Wait32,
@@ -67,6 +72,8 @@ impl RtImport {
         RtImport::Copy,
         RtImport::CallCatching,
         RtImport::Locked,
+        RtImport::Grow,
+        RtImport::Size,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +88,8 @@ impl RtImport {
             RtImport::Copy => "copy",
             RtImport::CallCatching => "call_catching",
             RtImport::Locked => "locked",
+            RtImport::Grow => "grow",
+            RtImport::Size => "size",
         }
     }
 
@@ -97,6 +106,8 @@ impl RtImport {
             RtImport::Copy => (vec![I32, I32, I32, I32], vec![I32]),
             RtImport::CallCatching => (vec![I32, I32], vec![I32]),
             RtImport::Locked => (vec![I32, I32, I32], vec![]),
+            RtImport::Grow => (vec![I32], vec![I32]),
+            RtImport::Size => (vec![], vec![I32]),
         }
     }
 }
@@ -1338,6 +1349,16 @@ fn rewrite_body<'a>(
                     em.ins(Instruction::I32Const(0));
                 }
                 em.ins(Instruction::Call(em.rt(RtImport::Locked)));
+            }
+            Operator::MemoryGrow { mem: 0 } => {
+                em.mark(orig, true);
+                let f = em.rt(RtImport::Grow);
+                em.ins(Instruction::Call(f));
+            }
+            Operator::MemorySize { mem: 0 } => {
+                em.mark(orig, true);
+                let f = em.rt(RtImport::Size);
+                em.ins(Instruction::Call(f));
             }
             Operator::CallIndirect { table_index: 0, .. } if ctx.catch_thread_start => {
                 em.mark(orig, true);

@@ -459,6 +459,19 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         },
     )?;
 
+    linker.func_wrap(
+        m,
+        RtImport::Grow.name(),
+        |caller: Caller<'_, ThreadCtx>, delta: i32| -> i32 {
+            caller.data().run.get().grow(delta as u32)
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        RtImport::Size.name(),
+        |caller: Caller<'_, ThreadCtx>| -> i32 { caller.data().run.get().mem_pages as i32 },
+    )?;
+
     // wasi.thread-spawn
     linker.func_wrap_async(
         "wasi",

@@ -37,6 +37,12 @@ pub use wasi::Grant;
 /// Most guest threads a run may create.
 pub const MAX_THREADS: usize = 4096;
 
+/// Recycled memories kept per program.
+const MAX_SPARE_MEMORIES: usize = 64;
+
+/// Guest threads that may exist at once across all runs of one program.
+const POOL_SLOTS: u32 = 8_192;
+
 /// The data of each guest thread's store.
 pub struct ThreadCtx {
     pub tid: Tid,
@@ -164,6 +170,10 @@ pub struct Program {
     engine: Engine,
     module: Module,
     linker: Linker<ThreadCtx>,
+    /// Linkers ready for a run (each run redefines `env.memory` in one).
+    spare_linkers: Mutex<Vec<Linker<ThreadCtx>>>,
+    /// Zeroed memories of finished runs.
+    spare_memories: Mutex<Vec<SharedMemory>>,
     pub sites: Arc<SiteTable>,
     original: Arc<Vec<u8>>,
     debug: Mutex<Option<DebugInfo>>,
@@ -174,7 +184,18 @@ pub struct Program {
     pub instrumentation: InstrumentConfig,
 }
 
+/// The process-wide engine: every program shares its compiled-code
+/// registry and its instance/stack pool.
 fn engine() -> Result<Engine> {
+    static ENGINE: std::sync::OnceLock<std::result::Result<Engine, String>> =
+        std::sync::OnceLock::new();
+    ENGINE
+        .get_or_init(|| new_engine().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+fn new_engine() -> Result<Engine> {
     let mut c = wasmtime::Config::new();
     c.wasm_threads(true);
     c.shared_memory(true);
@@ -182,6 +203,19 @@ fn engine() -> Result<Engine> {
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     c.async_stack_size(2 << 20);
     c.max_wasm_stack(1 << 20);
+    // Instances and fiber stacks come from a pool reserved once: a run does
+    // not pay an mmap/munmap per guest thread. Guest threads of all runs in
+    // flight share it; it only reserves address space.
+    let mut pool = wasmtime::PoolingAllocationConfig::default();
+    pool.total_core_instances(POOL_SLOTS)
+        .total_stacks(POOL_SLOTS)
+        .total_tables(POOL_SLOTS)
+        .total_memories(0)
+        .max_memories_per_module(0)
+        .table_elements(1 << 16)
+        .max_core_instance_size(1 << 20)
+        .async_stack_keep_resident(64 << 10);
+    c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
 }
 
@@ -217,6 +251,8 @@ impl Program {
             engine,
             module,
             linker,
+            spare_linkers: Mutex::new(Vec::new()),
+            spare_memories: Mutex::new(Vec::new()),
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
             debug: Mutex::new(None),
@@ -270,6 +306,40 @@ impl Program {
         out
     }
 
+    /// A zeroed shared memory for a run: a recycled one, or a new one.
+    fn take_memory(&self) -> Result<SharedMemory> {
+        if let Some(m) = self
+            .spare_memories
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        {
+            return Ok(m);
+        }
+        SharedMemory::new(
+            &self.engine,
+            wasmtime::MemoryType::shared(self.mem_pages.0, self.mem_pages.1),
+        )
+        .map_err(|e| anyhow!("cannot create shared memory: {e}"))
+    }
+
+    /// Clears the first `pages` pages (everything the run could have
+    /// touched) and keeps the memory for the next run.
+    fn recycle_memory(&self, memory: SharedMemory, pages: u32) {
+        let data = memory.data();
+        let len = ((pages as usize) << 16).min(data.len());
+        // SAFETY: the run is over: no guest thread of it exists any more, and
+        // this memory is not shared with any other run.
+        unsafe { std::ptr::write_bytes(data.as_ptr() as *mut u8, 0, len) };
+        let mut spare = self
+            .spare_memories
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if spare.len() < MAX_SPARE_MEMORIES {
+            spare.push(memory);
+        }
+    }
+
     /// Fills in a strategy's step estimate (PCT's `k`) by a calibration run:
     /// the number of decisions of seed 0 under `random`, which is itself
     /// deterministic, so every run of a campaign uses the same `k`. Other
@@ -306,11 +376,7 @@ impl Program {
         strategy: Box<dyn Strategy>,
     ) -> Result<RunResult> {
         let spec = strategy.spec();
-        let memory = SharedMemory::new(
-            &self.engine,
-            wasmtime::MemoryType::shared(self.mem_pages.0, self.mem_pages.1),
-        )
-        .map_err(|e| anyhow!("cannot create shared memory: {e}"))?;
+        let memory = self.take_memory()?;
         let limits = Limits {
             max_steps: cfg.max_steps,
             max_time_ns: cfg.max_time_ns,
@@ -330,6 +396,7 @@ impl Program {
         }
         let run = RunCell::new(RunState::new(
             memory.clone(),
+            self.mem_pages,
             self.sites.clone(),
             sched,
             limits,
@@ -338,15 +405,21 @@ impl Program {
         let output = wasi::Output::default();
         let wasi = wasi::context("target", &cfg.args, &cfg.env, &cfg.grants, &output)?;
 
+        let linker = self
+            .spare_linkers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| self.linker.clone());
         let mut exec = Executor {
             program: self,
             run: run.clone(),
             wasi,
-            linker: self.linker.clone(),
+            linker: Some(linker),
+            pre: None,
             threads: Vec::new(),
-            thread_start: None,
         };
-        let early = exec.start(memory);
+        let early = exec.start(memory.clone());
         if let Err(e) = early {
             drop(exec);
             return Err(e);
@@ -357,6 +430,7 @@ impl Program {
             .into_inner()
             .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
         let (stdout, stderr) = output.take();
+        let used = st.mem_high;
         let observed = observe
             .iter()
             .map(|s| {
@@ -375,6 +449,7 @@ impl Program {
             .collect();
         let mut r = self.finish(st, end, stdout, stderr, spec, cfg)?;
         r.observed = observed;
+        self.recycle_memory(memory, used);
         Ok(r)
     }
 
@@ -621,10 +696,12 @@ struct Executor<'p> {
     program: &'p Program,
     run: Arc<RunCell>,
     wasi: WasiCtx,
-    linker: Linker<ThreadCtx>,
+    /// This run's linker (returned to the program's spares afterwards).
+    linker: Option<Linker<ThreadCtx>>,
+    /// Imports resolved once per run, for every thread's instance.
+    pre: Option<wasmtime::InstancePre<ThreadCtx>>,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture<'static>>>,
-    thread_start: Option<()>,
 }
 
 /// Polls a future that is expected to complete without suspending.
@@ -657,11 +734,9 @@ impl Executor<'_> {
     /// Instantiates the module in a fresh store for `tid`.
     fn instantiate(&self, tid: Tid) -> Result<(Store<ThreadCtx>, wasmtime::Instance)> {
         let mut store = self.new_store(tid);
-        let instance = block_on(
-            self.linker
-                .instantiate_async(&mut store, &self.program.module),
-        )
-        .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
+        let pre = self.pre.as_ref().expect("instance pre");
+        let instance = block_on(pre.instantiate_async(&mut store))
+            .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
         let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
@@ -680,11 +755,17 @@ impl Executor<'_> {
 
     /// Creates the main thread. Errors here are setup errors, not verdicts.
     fn start(&mut self, memory: SharedMemory) -> Result<()> {
-        let mut store = self.new_store(0);
-        self.linker
-            .define(&mut store, "env", "memory", memory)
+        let store = self.new_store(0);
+        let linker = self.linker.as_mut().expect("linker");
+        linker
+            .define(&store, "env", "memory", memory)
             .map_err(|e| anyhow!("cannot provide env.memory: {e}"))?;
         drop(store);
+        self.pre = Some(
+            linker
+                .instantiate_pre(&self.program.module)
+                .map_err(|e| anyhow!("cannot link the module: {e}"))?,
+        );
         let (mut store, instance) = self.instantiate(0)?;
         let start: TypedFunc<(), ()> = instance
             .get_typed_func(&mut store, "_start")
@@ -692,7 +773,6 @@ impl Executor<'_> {
         self.threads.push(Some(Box::pin(async move {
             start.call_async(&mut store, ()).await
         })));
-        let _ = self.thread_start;
         Ok(())
     }
 
@@ -850,6 +930,14 @@ impl Drop for Executor<'_> {
         // in tid order, deterministically.
         for t in self.threads.iter_mut() {
             t.take();
+        }
+        self.pre = None;
+        if let Some(l) = self.linker.take() {
+            self.program
+                .spare_linkers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(l);
         }
     }
 }

@@ -328,6 +328,13 @@ pub struct RunState {
     /// Lock owners known from lock/unlock calls in user code.
     pub lock_owner: BTreeMap<u32, Tid>,
     cands: Vec<Candidate>,
+    /// The guest memory's size in pages as the guest sees it (the shared
+    /// memory may be larger: it is recycled from earlier runs).
+    pub mem_pages: u32,
+    /// The module's maximum memory size in pages.
+    pub mem_max: u32,
+    /// The largest size the memory had in this run (what to clear after it).
+    pub mem_high: u32,
     /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
     pub random: rand::rngs::ChaCha8Rng,
 }
@@ -338,6 +345,7 @@ const STREAM_GUEST_RANDOM: u64 = 3;
 impl RunState {
     pub fn new(
         memory: SharedMemory,
+        pages: (u32, u32),
         sites: Arc<SiteTable>,
         mut sched: Scheduler,
         limits: Limits,
@@ -366,6 +374,9 @@ impl RunState {
             preemptions: 0,
             lock_owner: BTreeMap::new(),
             cands: Vec::new(),
+            mem_pages: pages.0,
+            mem_max: pages.1,
+            mem_high: pages.0,
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
@@ -743,6 +754,22 @@ impl RunState {
                 }
             }
         }
+    }
+
+    /// `memory.grow`: grows the logical size (and the shared memory, when it
+    /// is not already large enough). Returns the old size or -1.
+    pub fn grow(&mut self, delta: u32) -> i32 {
+        let old = self.mem_pages;
+        let Some(new) = old.checked_add(delta).filter(|&n| n <= self.mem_max) else {
+            return -1;
+        };
+        let physical = (self.memory.data().len() >> 16) as u32;
+        if new > physical && self.memory.grow((new - physical) as u64).is_err() {
+            return -1;
+        }
+        self.mem_pages = new;
+        self.mem_high = self.mem_high.max(new);
+        old as i32
     }
 
     /// A value choice by `tid` (`heddle_choose`).
