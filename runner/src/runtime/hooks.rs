@@ -96,22 +96,20 @@ fn note_stack(caller: &Caller<'_, ThreadCtx>) {
 }
 
 /// The pending event of an access at `site` with dynamic address `addr`.
+/// An access that would fall outside the memory (as the guest sizes it: a
+/// recycled memory may be physically larger) traps here, as it would in wasm.
 #[inline]
-fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> Pending {
-    match st.sites.sites.get(site as usize) {
-        Some(s) => Pending {
-            site,
-            kind: EventKind::from_site(s.kind),
-            addr: addr.wrapping_add(s.mem_offset as u32),
-            len: len.unwrap_or(s.size),
-        },
-        None => Pending {
-            site: NO_SITE,
-            kind: EventKind::Call,
-            addr,
-            len: 0,
-        },
+fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> HostResult<Pending> {
+    let Some(s) = st.sites.sites.get(site as usize) else {
+        return Ok(Pending { site: NO_SITE, kind: EventKind::Call, addr, len: 0 });
+    };
+    let kind = EventKind::from_site(s.kind);
+    let len = len.unwrap_or(s.size);
+    let ea = addr as u64 + s.mem_offset;
+    if kind.is_access() && ea + len as u64 > (st.mem_pages as u64) << 16 {
+        return Err(Trap::MemoryOutOfBounds.into());
     }
+    Ok(Pending { site, kind, addr: ea as u32, len })
 }
 
 /// The stack of the calling guest thread.
@@ -177,7 +175,7 @@ fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
     if !ea.is_multiple_of(size) {
         return Err(Trap::HeapMisaligned.into());
     }
-    if ea as usize + size as usize > st.memory.data().len() {
+    if ea as u64 + size as u64 > (st.mem_pages as u64) << 16 {
         return Err(Trap::MemoryOutOfBounds.into());
     }
     Ok(())
@@ -252,7 +250,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             }
             note_stack(&caller);
             let mut st = ctx.run.get();
-            let p = access_event(&st, site, addr, None);
+            let p = access_event(&st, site, addr, None)?;
             match st.yield_point(ctx.tid, p) {
                 Ok(switch) => Ok(switch as i32),
                 Err(_) => Err(end_err()),
@@ -270,7 +268,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             }
             note_stack(&caller);
             let mut st = ctx.run.get();
-            let p = access_event(&st, site, addr, Some(len));
+            let p = access_event(&st, site, addr, Some(len))?;
             st.yield_point(ctx.tid, p)
                 .map(|s| s as i32)
                 .map_err(|_| end_err())
@@ -283,7 +281,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>,
          site: u32,
          dst: u32,
-         _src: u32,
+         src: u32,
          len: u32|
          -> HostResult<i32> {
             let ctx = caller.data();
@@ -292,7 +290,8 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             }
             note_stack(&caller);
             let mut st = ctx.run.get();
-            let p = access_event(&st, site, dst, Some(len));
+            let p = access_event(&st, site, dst, Some(len))?;
+            access_event(&st, site, src, Some(len))?;
             st.yield_point(ctx.tid, p)
                 .map(|s| s as i32)
                 .map_err(|_| end_err())
