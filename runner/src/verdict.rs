@@ -72,6 +72,62 @@ pub enum Verdict {
         reason: String,
         threads: Vec<ThreadAt>,
     },
+    /// The memory checker found an invalid access or free.
+    Memory(MemoryVerdict),
+}
+
+/// A memory error: `null-deref`, `use-after-free`, `heap-overflow`,
+/// `double-free` or `invalid-free`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryVerdict {
+    pub error: String,
+    pub tid: Tid,
+    /// The address accessed or freed.
+    pub addr: u32,
+    /// Where the bad access or free happened, innermost first.
+    pub stack: Vec<Frame>,
+    /// The heap block involved, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<HeapBlockReport>,
+}
+
+/// A heap block in a memory error report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapBlockReport {
+    pub start: u32,
+    pub size: u32,
+    pub alloc_tid: Tid,
+    /// `file:line` (or function) of the allocation call.
+    pub alloc_site: String,
+    pub alloc_stack: Vec<Frame>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_tid: Option<Tid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_site: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free_stack: Vec<Frame>,
+}
+
+impl MemoryVerdict {
+    /// Where the allocation happened (the innermost user frame when stacks
+    /// were captured, else the call site).
+    pub fn alloc_where(&self) -> Option<String> {
+        let b = self.block.as_ref()?;
+        Some(if b.alloc_stack.is_empty() {
+            b.alloc_site.clone()
+        } else {
+            top_user(&b.alloc_stack)
+        })
+    }
+
+    /// Where the block was freed.
+    pub fn free_where(&self) -> Option<String> {
+        let b = self.block.as_ref()?;
+        if !b.free_stack.is_empty() {
+            return Some(top_user(&b.free_stack));
+        }
+        b.free_site.clone()
+    }
 }
 
 impl Verdict {
@@ -84,6 +140,13 @@ impl Verdict {
             Verdict::Exit { .. } => "exit",
             Verdict::Deadlock { .. } => "deadlock",
             Verdict::Hang { .. } => "hang",
+            Verdict::Memory(m) => match m.error.as_str() {
+                "null-deref" => "null-deref",
+                "use-after-free" => "use-after-free",
+                "heap-overflow" => "heap-overflow",
+                "double-free" => "double-free",
+                _ => "invalid-free",
+            },
         }
     }
 
@@ -107,6 +170,15 @@ impl Verdict {
                 format!("deadlock@{}", at.join("|"))
             }
             Verdict::Hang { reason, .. } => format!("hang:{reason}"),
+            Verdict::Memory(m) => {
+                let mut s = format!("{}@{}", m.error, top_user(&m.stack));
+                if let Some(f) = m.free_where() {
+                    s.push_str(&format!(" freed@{f}"));
+                } else if let Some(a) = m.alloc_where() {
+                    s.push_str(&format!(" alloc@{a}"));
+                }
+                s
+            }
         }
     }
 
@@ -159,6 +231,28 @@ impl Verdict {
                     })
                     .collect();
                 format!("deadlock: {}", parts.join("; "))
+            }
+            Verdict::Memory(m) => {
+                let mut s = format!(
+                    "{} in thread {} at {}: address {:#x}",
+                    m.error,
+                    m.tid,
+                    top_user(&m.stack),
+                    m.addr
+                );
+                if let Some(b) = &m.block {
+                    s.push_str(&format!(
+                        " in a block of {} bytes at {:#x} allocated by thread {} at {}",
+                        b.size,
+                        b.start,
+                        b.alloc_tid,
+                        m.alloc_where().unwrap_or_default()
+                    ));
+                    if let (Some(t), Some(f)) = (b.free_tid, m.free_where()) {
+                        s.push_str(&format!(", freed by thread {t} at {f}"));
+                    }
+                }
+                s
             }
             Verdict::Hang { reason, threads } => {
                 let at: Vec<String> = threads

@@ -11,11 +11,9 @@ use heddle::verdict::Verdict;
 const STRATEGIES: &[&str] = &["random", "pct:3", "rr"];
 
 /// The verdict kind a buggy build is expected to show here (the memory
-/// checker is not part of these runs).
+/// checker is on by default at granularity `all`).
 fn expected_buggy(e: &heddle::manifest::Entry) -> String {
-    e.buggy_without_memcheck
-        .clone()
-        .unwrap_or_else(|| e.buggy.clone())
+    e.buggy.clone()
 }
 
 /// PCT needs its step estimate; use the CLI's calibration.

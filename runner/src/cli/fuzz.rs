@@ -310,6 +310,13 @@ pub fn parse_instrumentation(text: &str) -> Result<crate::instrument::Config> {
             "exclude-funcs" => cfg.exclude_funcs = list(),
             "include-files" => cfg.include_files = list(),
             "exclude-files" => cfg.exclude_files = list(),
+            "memcheck" => {
+                cfg.memcheck = Some(match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => bail!("bad instrumentation setting `{part}`"),
+                })
+            }
             _ => bail!("unknown instrumentation setting `{k}`"),
         }
     }

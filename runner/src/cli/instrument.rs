@@ -25,6 +25,17 @@ pub struct InstrumentOpts {
     /// Treat functions from source files matching this glob as library code.
     #[arg(long = "exclude-file", value_name = "GLOB")]
     pub exclude_files: Vec<String>,
+    /// The memory checker: `on` or `off` (default: on at granularity `all`).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub memcheck: Option<bool>,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected `on` or `off`, not `{s}`")),
+    }
 }
 
 impl InstrumentOpts {
@@ -35,6 +46,7 @@ impl InstrumentOpts {
             exclude_funcs: self.exclude_funcs.clone(),
             include_files: self.include_files.clone(),
             exclude_files: self.exclude_files.clone(),
+            memcheck: self.memcheck,
         }
     }
 }

@@ -18,6 +18,11 @@
 //! * `memory.grow` and `memory.size` become host calls: the runtime keeps
 //!   the memory's logical size, so a memory can be zeroed and reused by the
 //!   next run instead of being unmapped and mapped again;
+//! * with the memory checker on, calls to the allocator entry points
+//!   (`malloc`, `calloc`, `realloc`, `free`, `aligned_alloc`,
+//!   `posix_memalign`, `memalign`, `valloc`) are bracketed by host calls that
+//!   widen each block by redzones and keep a shadow heap (see
+//!   [`crate::model::heap`]);
 //! * loop headers (and user function entries) decrement a per-thread
 //!   budget global and call the host only when it reaches zero, so a loop
 //!   with no other yield point is preempted deterministically.
@@ -47,7 +52,7 @@ pub use rewrite::RtImport;
 pub use sites::{FuncInfo, Site, SiteId, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 3;
+pub const INSTRUMENTER_VERSION: u32 = 4;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -96,12 +101,25 @@ pub struct Config {
     /// Source-file globs treated as library code.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude_files: Vec<String>,
+    /// The memory checker (allocator interception, null-page and heap
+    /// checks): `None` means on at granularity `all`, off at `sync`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcheck: Option<bool>,
 }
 
 impl Config {
     /// A canonical one-line description (part of cache keys and replay files).
+    /// Whether the memory checker is on.
+    pub fn memcheck(&self) -> bool {
+        self.memcheck.unwrap_or(self.granularity == Granularity::All)
+    }
+
     pub fn describe(&self) -> String {
-        let mut s = format!("granularity={}", self.granularity);
+        let mut s = format!(
+            "granularity={} memcheck={}",
+            self.granularity,
+            if self.memcheck() { "on" } else { "off" }
+        );
         for (k, v) in [
             ("include-funcs", &self.include_funcs),
             ("exclude-funcs", &self.exclude_funcs),
@@ -202,6 +220,7 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         added_imports: RtImport::COUNT,
         offset_map: out.offset_map,
         data_start: out.data_start,
+        memcheck: cfg.memcheck(),
         symbols,
     };
     Ok(Instrumented {

@@ -56,12 +56,21 @@ pub enum RtImport {
     Grow,
     /// `size() -> i32`: replaces `memory.size`.
     Size,
+    /// `alloc_args(site, a0, a1, a2)`: an allocator call at `site` is about
+    /// to be made with these arguments (unused ones are 0).
+    AllocArgs,
+    /// `alloc_arg(i) -> i32`: the i-th argument to really pass (widened by
+    /// redzones, or the real pointer to free).
+    AllocArg,
+    /// `alloc_post(site, result) -> i32`: the allocator returned `result`;
+    /// returns what the caller gets (the pointer past the left redzone).
+    AllocPost,
 }
 
 impl RtImport {
-    pub const COUNT: u32 = 12;
+    pub const COUNT: u32 = 15;
     pub const MODULE: &'static str = "heddle_rt";
-    pub const ALL: [RtImport; 12] = [
+    pub const ALL: [RtImport; 15] = [
         RtImport::Access,
         RtImport::Switch,
         RtImport::Wait32,
@@ -74,6 +83,9 @@ impl RtImport {
         RtImport::Locked,
         RtImport::Grow,
         RtImport::Size,
+        RtImport::AllocArgs,
+        RtImport::AllocArg,
+        RtImport::AllocPost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,6 +102,9 @@ impl RtImport {
             RtImport::Locked => "locked",
             RtImport::Grow => "grow",
             RtImport::Size => "size",
+            RtImport::AllocArgs => "alloc_args",
+            RtImport::AllocArg => "alloc_arg",
+            RtImport::AllocPost => "alloc_post",
         }
     }
 
@@ -108,6 +123,9 @@ impl RtImport {
             RtImport::Locked => (vec![I32, I32, I32], vec![]),
             RtImport::Grow => (vec![I32], vec![I32]),
             RtImport::Size => (vec![], vec![I32]),
+            RtImport::AllocArgs => (vec![I32, I32, I32, I32], vec![]),
+            RtImport::AllocArg => (vec![I32], vec![I32]),
+            RtImport::AllocPost => (vec![I32, I32], vec![I32]),
         }
     }
 }
@@ -622,6 +640,40 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
     Ok(f)
 }
 
+/// The allocator entry points the memory checker intercepts.
+pub const ALLOC_FUNCS: &[&str] = &[
+    "malloc",
+    "calloc",
+    "realloc",
+    "free",
+    "aligned_alloc",
+    "posix_memalign",
+    "memalign",
+    "valloc",
+];
+
+/// If calling function `f` is an allocator entry point: the site kind, the
+/// number of (i32) parameters and whether it returns an i32.
+fn alloc_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, bool)> {
+    let name = facts.func_names.get(&f)?.as_str();
+    if !ALLOC_FUNCS.contains(&name) {
+        return None;
+    }
+    let (params, results) = facts
+        .types
+        .get(*facts.func_types.get(f as usize)? as usize)?;
+    let i32s = |v: &[wasmparser::ValType]| v.iter().all(|t| *t == wasmparser::ValType::I32);
+    if !i32s(params) || !i32s(results) || params.len() > 3 || results.len() > 1 {
+        return None;
+    }
+    let kind = if name == "free" {
+        SiteKind::Free
+    } else {
+        SiteKind::Alloc
+    };
+    Some((kind, params.len(), results.len() == 1))
+}
+
 /// If calling function `f` is a lock operation heddle tracks: the site kind,
 /// which argument is the lock, the number of (i32) parameters, and whether
 /// it returns an i32.
@@ -974,6 +1026,13 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 );
                 let is_start = facts.start == Some(index);
                 let ctx = FuncCtx {
+                    // Not inside the allocator entry points themselves (e.g.
+                    // memalign calling posix_memalign), nor at start-up.
+                    memcheck: cfg.memcheck()
+                        && !is_start
+                        && !raw_name
+                            .as_deref()
+                            .is_some_and(|n| ALLOC_FUNCS.contains(&n)),
                     index,
                     name: &name,
                     user,
@@ -1095,6 +1154,8 @@ fn absolute_offsets(out: &[u8], func_runs: &[Vec<(u32, u32, bool)>]) -> Result<V
 }
 
 struct FuncCtx<'a> {
+    /// Rewrite allocator calls for the memory checker.
+    memcheck: bool,
     index: u32,
     name: &'a str,
     user: bool,
@@ -1292,6 +1353,49 @@ fn rewrite_body<'a>(
             continue;
         }
         match op {
+            Operator::Call { function_index }
+                if ctx.memcheck && alloc_call(facts, function_index).is_some() =>
+            {
+                let (kind, nparams, has_result) =
+                    alloc_call(facts, function_index).expect("alloc call");
+                let s = em.scratch;
+                let slots = [s.a, s.b, s.c];
+                em.mark(orig, true);
+                let site = new_site(
+                    sites,
+                    kind,
+                    false,
+                    0,
+                    0,
+                    offset,
+                    facts.func_names.get(&function_index).cloned(),
+                );
+                for i in (0..nparams).rev() {
+                    em.ins(Instruction::LocalSet(slots[i]));
+                }
+                em.ins(Instruction::I32Const(site as i32));
+                for (i, slot) in slots.iter().enumerate() {
+                    if i < nparams {
+                        em.ins(Instruction::LocalGet(*slot));
+                    } else {
+                        em.ins(Instruction::I32Const(0));
+                    }
+                }
+                em.ins(Instruction::Call(em.rt(RtImport::AllocArgs)));
+                for i in 0..nparams {
+                    em.ins(Instruction::I32Const(i as i32));
+                    em.ins(Instruction::Call(em.rt(RtImport::AllocArg)));
+                }
+                em.mark(orig, false);
+                em.original(op)?;
+                em.mark(orig, true);
+                if has_result {
+                    em.ins(Instruction::LocalSet(s.r));
+                    em.ins(Instruction::I32Const(site as i32));
+                    em.ins(Instruction::LocalGet(s.r));
+                    em.ins(Instruction::Call(em.rt(RtImport::AllocPost)));
+                }
+            }
             Operator::Loop { .. } => {
                 em.mark(orig, false);
                 em.original(op)?;

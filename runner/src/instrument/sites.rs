@@ -43,6 +43,10 @@ pub enum SiteKind {
     Unlock,
     /// A call to `pthread_cond_wait`/`timedwait` (releases, then re-takes, the mutex).
     CondWait,
+    /// A call to an allocator entry point (`malloc`, `calloc`, …).
+    Alloc,
+    /// A call to `free`.
+    Free,
 }
 
 impl SiteKind {
@@ -64,6 +68,8 @@ impl SiteKind {
             SiteKind::Lock => "lock",
             SiteKind::Unlock => "unlock",
             SiteKind::CondWait => "cond-wait",
+            SiteKind::Alloc => "alloc",
+            SiteKind::Free => "free",
         }
     }
 
@@ -164,6 +170,9 @@ pub struct SiteTable {
     pub offset_map: Vec<OffsetRun>,
     /// Lowest address where a global object can live (first data segment).
     pub data_start: u32,
+    /// Whether allocator calls were instrumented for the memory checker.
+    #[serde(default)]
+    pub memcheck: bool,
     /// Named globals (from the name section or exports) with their address,
     /// for resolving `var == v` in plans and naming addresses in reports.
     #[serde(default)]

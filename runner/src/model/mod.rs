@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod futex;
+pub mod heap;
 
 pub use clock::Clock;
 pub use futex::FutexTable;
@@ -76,6 +77,7 @@ impl EventKind {
             SiteKind::Lock => EventKind::Lock,
             SiteKind::Unlock => EventKind::Unlock,
             SiteKind::CondWait => EventKind::CondWait,
+            SiteKind::Alloc | SiteKind::Free => EventKind::Call,
         }
     }
 

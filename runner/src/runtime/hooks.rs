@@ -101,7 +101,12 @@ fn note_stack(caller: &Caller<'_, ThreadCtx>) {
 #[inline]
 fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> HostResult<Pending> {
     let Some(s) = st.sites.sites.get(site as usize) else {
-        return Ok(Pending { site: NO_SITE, kind: EventKind::Call, addr, len: 0 });
+        return Ok(Pending {
+            site: NO_SITE,
+            kind: EventKind::Call,
+            addr,
+            len: 0,
+        });
     };
     let kind = EventKind::from_site(s.kind);
     let len = len.unwrap_or(s.size);
@@ -109,7 +114,12 @@ fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> HostRe
     if kind.is_access() && ea + len as u64 > (st.mem_pages as u64) << 16 {
         return Err(Trap::MemoryOutOfBounds.into());
     }
-    Ok(Pending { site, kind, addr: ea as u32, len })
+    Ok(Pending {
+        site,
+        kind,
+        addr: ea as u32,
+        len,
+    })
 }
 
 /// The stack of the calling guest thread.
@@ -236,6 +246,56 @@ fn assertion(caller: &Caller<'_, ThreadCtx>, message: String) -> wasmtime::Error
     end_err()
 }
 
+/// The memory checker's look at the access the calling thread is about to
+/// execute (its pending event).
+#[inline]
+fn check_pending(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
+    let ctx = caller.data();
+    let st = ctx.run.get();
+    let p = st.threads[ctx.tid as usize].pending;
+    if !p.kind.is_access() {
+        return Ok(());
+    }
+    match st.check_access(&p) {
+        None => Ok(()),
+        Some((kind, block)) => {
+            drop(st);
+            Err(memory_error(caller, kind, p.addr, p.site, block))
+        }
+    }
+}
+
+/// Ends the run with a memory error at the calling thread.
+fn memory_error(
+    caller: &Caller<'_, ThreadCtx>,
+    kind: &'static str,
+    addr: u32,
+    site: u32,
+    block: Option<crate::model::heap::Block>,
+) -> wasmtime::Error {
+    let stack = raw_stack(caller);
+    let ctx = caller.data();
+    let mut st = ctx.run.get();
+    let (alloc_stack, free_stack) = match block {
+        Some(b) => (
+            st.alloc_stacks.get(&b.start).cloned().unwrap_or_default(),
+            st.free_stacks.get(&b.start).cloned().unwrap_or_default(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    st.end(Outcome::Memory(super::state::MemoryError {
+        kind,
+        tid: ctx.tid,
+        addr,
+        site,
+        stack,
+        block,
+        alloc_stack,
+        free_stack,
+    }));
+    end_err()
+}
+
 /// Adds every heddle host function to `linker`.
 pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     let m = RtImport::MODULE;
@@ -252,7 +312,12 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             let mut st = ctx.run.get();
             let p = access_event(&st, site, addr, None)?;
             match st.yield_point(ctx.tid, p) {
-                Ok(switch) => Ok(switch as i32),
+                Ok(false) => {
+                    drop(st);
+                    check_pending(&caller)?;
+                    Ok(0)
+                }
+                Ok(true) => Ok(1),
                 Err(_) => Err(end_err()),
             }
         },
@@ -269,9 +334,12 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, addr, Some(len))?;
-            st.yield_point(ctx.tid, p)
-                .map(|s| s as i32)
-                .map_err(|_| end_err())
+            let switch = st.yield_point(ctx.tid, p).map_err(|_| end_err())?;
+            drop(st);
+            if !switch {
+                check_pending(&caller)?;
+            }
+            Ok(switch as i32)
         },
     )?;
 
@@ -291,10 +359,17 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, dst, Some(len))?;
-            access_event(&st, site, src, Some(len))?;
-            st.yield_point(ctx.tid, p)
-                .map(|s| s as i32)
-                .map_err(|_| end_err())
+            let src_event = access_event(&st, site, src, Some(len))?;
+            let bad_src = st.check_access(&src_event);
+            let switch = st.yield_point(ctx.tid, p).map_err(|_| end_err())?;
+            drop(st);
+            if let Some((kind, block)) = bad_src {
+                return Err(memory_error(&caller, kind, src_event.addr, site, block));
+            }
+            if !switch {
+                check_pending(&caller)?;
+            }
+            Ok(switch as i32)
         },
     )?;
 
@@ -302,7 +377,11 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         m,
         RtImport::Switch.name(),
         |mut caller: Caller<'_, ThreadCtx>, (): ()| {
-            Box::new(async move { wait_turn(&mut caller).await })
+            Box::new(async move {
+                wait_turn(&mut caller).await?;
+                // The access this thread stopped before runs now.
+                check_pending(&caller)
+            })
         },
     )?;
 
@@ -469,6 +548,69 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         m,
         RtImport::Size.name(),
         |caller: Caller<'_, ThreadCtx>| -> i32 { caller.data().run.get().mem_pages as i32 },
+    )?;
+
+    linker.func_wrap(
+        m,
+        RtImport::AllocArgs.name(),
+        |caller: Caller<'_, ThreadCtx>, site: u32, a0: u32, a1: u32, a2: u32| -> HostResult<()> {
+            let ctx = caller.data();
+            let mut st = ctx.run.get();
+            if st.heap.is_none() {
+                return Ok(());
+            }
+            let is_free = st
+                .sites
+                .site(site)
+                .is_some_and(|s| s.kind == crate::instrument::SiteKind::Free);
+            match st.alloc_args(ctx.tid, site, [a0, a1, a2]) {
+                Ok(()) => {
+                    if is_free && a0 != 0 && st.limits.diagnostics {
+                        drop(st);
+                        let stack = raw_stack(&caller);
+                        ctx.run.get().free_stacks.insert(a0, stack);
+                    }
+                    Ok(())
+                }
+                Err((kind, addr, block)) => {
+                    drop(st);
+                    Err(memory_error(&caller, kind, addr, site, block))
+                }
+            }
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        RtImport::AllocArg.name(),
+        |caller: Caller<'_, ThreadCtx>, i: u32| -> u32 {
+            let ctx = caller.data();
+            let st = ctx.run.get();
+            if st.heap.is_none() {
+                return 0;
+            }
+            st.alloc_arg(ctx.tid, i)
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        RtImport::AllocPost.name(),
+        |caller: Caller<'_, ThreadCtx>, site: u32, result: u32| -> u32 {
+            let ctx = caller.data();
+            let mut st = ctx.run.get();
+            if st.heap.is_none() {
+                return result;
+            }
+            let ret = st.alloc_post(ctx.tid, site, result);
+            if st.limits.diagnostics && ret != 0 {
+                drop(st);
+                let stack = raw_stack(&caller);
+                let start = ctx.run.get().last_alloc;
+                if let Some(start) = start {
+                    ctx.run.get().alloc_stacks.insert(start, stack);
+                }
+            }
+            ret
+        },
     )?;
 
     // wasi.thread-spawn

@@ -531,6 +531,7 @@ impl Program {
                     stack: self.symbolize(&stack),
                 },
                 Some(Outcome::Deadlock) => self.deadlock(&st),
+                Some(Outcome::Memory(m)) => Verdict::Memory(self.memory_verdict(&m)),
                 Some(Outcome::Hang { reason }) => Verdict::Hang {
                     reason,
                     threads: self.positions(&st),
@@ -568,6 +569,31 @@ impl Program {
             event_stacks,
             observed: Vec::new(),
         })
+    }
+
+    fn memory_verdict(&self, m: &state::MemoryError) -> crate::verdict::MemoryVerdict {
+        let mut stack = self.symbolize(&m.stack);
+        if stack.is_empty() {
+            if let Some(s) = self.sites.site(m.site) {
+                stack.push(Frame { function: Some(s.func_name.clone()), loc: s.loc.clone() });
+            }
+        }
+        crate::verdict::MemoryVerdict {
+            error: m.kind.to_string(),
+            tid: m.tid,
+            addr: m.addr,
+            stack,
+            block: m.block.map(|b| crate::verdict::HeapBlockReport {
+                start: b.start,
+                size: b.size,
+                alloc_tid: b.alloc.tid,
+                alloc_site: self.site_text(b.alloc.site),
+                alloc_stack: self.symbolize(&m.alloc_stack),
+                free_tid: b.free.map(|f| f.tid),
+                free_site: b.free.map(|f| self.site_text(f.site)),
+                free_stack: self.symbolize(&m.free_stack),
+            }),
+        }
     }
 
     fn site_text(&self, site: u32) -> String {

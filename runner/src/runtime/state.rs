@@ -6,6 +6,7 @@
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
 use crate::instrument::{SiteId, SiteTable};
+use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
@@ -37,6 +38,8 @@ pub struct Divergence {
 pub enum Outcome {
     /// `proc_exit(code)`, or `_start` returned (code 0).
     Exit(i32),
+    /// The memory checker found an invalid access or free.
+    Memory(MemoryError),
     Assertion {
         message: String,
         tid: Tid,
@@ -53,6 +56,53 @@ pub enum Outcome {
         reason: String,
     },
     Diverged(Divergence),
+}
+
+/// A memory error, as the memory checker saw it.
+#[derive(Debug, Clone)]
+pub struct MemoryError {
+    /// `null-deref`, `use-after-free`, `heap-overflow`, `double-free`, `invalid-free`.
+    pub kind: &'static str,
+    pub tid: Tid,
+    /// The guest address accessed or freed.
+    pub addr: u32,
+    /// The site of the access or free.
+    pub site: SiteId,
+    pub stack: Vec<RawFrame>,
+    /// The heap block involved, if any.
+    pub block: Option<HeapBlock>,
+    /// Stacks where the block was allocated and freed (with diagnostics).
+    pub alloc_stack: Vec<RawFrame>,
+    pub free_stack: Vec<RawFrame>,
+}
+
+/// An allocator call between its `alloc_args` and `alloc_post` hooks.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingAlloc {
+    pub func: AllocFn,
+    pub site: SiteId,
+    /// The arguments to really pass.
+    pub args: [u32; 3],
+    /// The size the guest asked for.
+    pub size: u32,
+    pub redzone: u32,
+    /// `realloc`: the block being resized.
+    pub old: Option<u32>,
+    /// `posix_memalign`: where the pointer is stored.
+    pub out: u32,
+    /// Checking is off for this call (the request cannot be widened).
+    pub untracked: bool,
+}
+
+/// Which allocator entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocFn {
+    Malloc,
+    Calloc,
+    Realloc,
+    Free,
+    AlignedAlloc,
+    PosixMemalign,
 }
 
 /// Per-thread bookkeeping.
@@ -76,6 +126,8 @@ pub struct ThreadRec {
     pub pending_stack: Vec<RawFrame>,
     /// The lock it asked for and has not got yet (address, site of the call).
     pub wants: Option<(u32, SiteId)>,
+    /// The allocator call it is making, if any.
+    pub alloc: Option<PendingAlloc>,
     /// Locks it holds: address and the site where it took each.
     pub holds: Vec<(u32, SiteId)>,
 }
@@ -95,6 +147,7 @@ impl ThreadRec {
             last_event: None,
             pending_stack: Vec::new(),
             wants: None,
+            alloc: None,
             holds: Vec::new(),
         }
     }
@@ -335,6 +388,15 @@ pub struct RunState {
     pub mem_max: u32,
     /// The largest size the memory had in this run (what to clear after it).
     pub mem_high: u32,
+    /// The memory checker's shadow heap (None when memcheck is off).
+    pub heap: Option<Heap>,
+    /// Accesses below this address are null dereferences (memcheck).
+    pub null_limit: u32,
+    /// Guest start of the block the last allocator call returned.
+    pub last_alloc: Option<u32>,
+    /// With diagnostics: stacks of each block's allocation and free.
+    pub alloc_stacks: BTreeMap<u32, Vec<RawFrame>>,
+    pub free_stacks: BTreeMap<u32, Vec<RawFrame>>,
     /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
     pub random: rand::rngs::ChaCha8Rng,
 }
@@ -352,6 +414,12 @@ impl RunState {
         seed: u64,
     ) -> RunState {
         sched.strategy.reset(seed);
+        let memcheck = sites.memcheck;
+        let null_limit = if memcheck {
+            sites.data_start.min(1024)
+        } else {
+            0
+        };
         RunState {
             threads: vec![ThreadRec::new(0)],
             ready: vec![0],
@@ -377,6 +445,11 @@ impl RunState {
             mem_pages: pages.0,
             mem_max: pages.1,
             mem_high: pages.0,
+            heap: memcheck.then(Heap::new),
+            null_limit,
+            last_alloc: None,
+            alloc_stacks: BTreeMap::new(),
+            free_stacks: BTreeMap::new(),
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
@@ -754,6 +827,227 @@ impl RunState {
                 }
             }
         }
+    }
+
+    /// Writes guest memory (false when out of bounds).
+    pub fn poke(&self, addr: u32, bytes: &[u8]) -> bool {
+        let data = self.memory.data();
+        let start = addr as usize;
+        let Some(end) = start.checked_add(bytes.len()).filter(|&e| e <= data.len()) else {
+            return false;
+        };
+        for (cell, b) in data[start..end].iter().zip(bytes) {
+            // SAFETY: as in `read_le`.
+            unsafe { *cell.get() = *b };
+        }
+        true
+    }
+
+    /// Whether guest memory `[addr, addr+len)` holds only `byte`.
+    fn all_bytes(&self, addr: u32, len: u32, byte: u8) -> bool {
+        let data = self.memory.data();
+        let start = addr as usize;
+        match start.checked_add(len as usize).filter(|&e| e <= data.len()) {
+            // SAFETY: as in `read_le`.
+            Some(end) => data[start..end].iter().all(|c| unsafe { *c.get() } == byte),
+            None => false,
+        }
+    }
+
+    /// The memory checker's verdict on an access, if it is invalid.
+    #[inline]
+    pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
+        let heap = self.heap.as_ref()?;
+        if p.addr < self.null_limit {
+            return Some(("null-deref", None));
+        }
+        match heap.check(p.addr, p.len) {
+            Ok(()) => None,
+            Err(Fault::UseAfterFree(b)) => Some(("use-after-free", Some(b))),
+            Err(Fault::HeapOverflow(b)) => Some(("heap-overflow", Some(b))),
+            Err(_) => None,
+        }
+    }
+
+    fn origin(&self, tid: Tid, site: SiteId) -> Origin {
+        Origin {
+            tid,
+            site,
+            step: self.steps,
+        }
+    }
+
+    /// An allocator call at `site` by `tid` with the guest's arguments.
+    /// Errors describe an invalid free/realloc.
+    pub fn alloc_args(
+        &mut self,
+        tid: Tid,
+        site: SiteId,
+        args: [u32; 3],
+    ) -> Result<(), (&'static str, u32, Option<HeapBlock>)> {
+        let func = match self.sites.site(site).and_then(|s| s.callee.as_deref()) {
+            Some("malloc") => AllocFn::Malloc,
+            Some("calloc") => AllocFn::Calloc,
+            Some("realloc") => AllocFn::Realloc,
+            Some("free") => AllocFn::Free,
+            Some("aligned_alloc" | "memalign") => AllocFn::AlignedAlloc,
+            Some("valloc") => AllocFn::Malloc,
+            Some("posix_memalign") => AllocFn::PosixMemalign,
+            _ => AllocFn::Malloc,
+        };
+        let mut pa = PendingAlloc {
+            func,
+            site,
+            args,
+            size: 0,
+            redzone: REDZONE,
+            old: None,
+            out: 0,
+            untracked: false,
+        };
+        let widen = |n: u32, r: u32| n.checked_add(2 * r).filter(|&w| w < (1 << 31));
+        match func {
+            AllocFn::Malloc
+                if self.sites.site(site).and_then(|s| s.callee.as_deref()) == Some("valloc") =>
+            {
+                pa.redzone = Heap::redzone_for(65536);
+                pa.size = args[0];
+                match widen(args[0], pa.redzone) {
+                    // valloc(n) = memalign(65536, n): widen through aligned_alloc's shape.
+                    Some(w) => pa.args[0] = w,
+                    None => pa.untracked = true,
+                }
+            }
+            AllocFn::Malloc => {
+                pa.size = args[0];
+                match widen(args[0], REDZONE) {
+                    Some(w) => pa.args[0] = w,
+                    None => pa.untracked = true,
+                }
+            }
+            AllocFn::Calloc => match args[0]
+                .checked_mul(args[1])
+                .and_then(|n| widen(n, REDZONE).map(|w| (n, w)))
+            {
+                Some((n, w)) => {
+                    pa.size = n;
+                    pa.args = [w, 1, 0];
+                }
+                None => pa.untracked = true,
+            },
+            AllocFn::Realloc => {
+                let heap = self.heap.as_ref().expect("memcheck on");
+                match heap.check_realloc(args[0]) {
+                    Err(Fault::DoubleFree(b)) => return Err(("double-free", args[0], Some(b))),
+                    Err(_) => return Err(("invalid-free", args[0], None)),
+                    Ok(old) => {
+                        pa.redzone = old.map_or(REDZONE, |b| b.redzone);
+                        pa.old = old.map(|b| b.start);
+                        pa.size = args[1];
+                        match widen(args[1], pa.redzone) {
+                            Some(w) => pa.args = [old.map_or(0, |b| b.real_start()), w, 0],
+                            None => {
+                                pa.args[0] = old.map_or(0, |b| b.real_start());
+                                pa.untracked = true;
+                            }
+                        }
+                    }
+                }
+            }
+            AllocFn::AlignedAlloc => {
+                pa.redzone = Heap::redzone_for(args[0]);
+                pa.size = args[1];
+                match widen(args[1], pa.redzone) {
+                    Some(w) => pa.args[1] = w,
+                    None => pa.untracked = true,
+                }
+            }
+            AllocFn::PosixMemalign => {
+                pa.redzone = Heap::redzone_for(args[1]);
+                pa.size = args[2];
+                pa.out = args[0];
+                match widen(args[2], pa.redzone) {
+                    Some(w) => pa.args[2] = w,
+                    None => pa.untracked = true,
+                }
+            }
+            AllocFn::Free => {
+                let ptr = args[0];
+                if ptr != 0 {
+                    let origin = self.origin(tid, site);
+                    let heap = self.heap.as_mut().expect("memcheck on");
+                    if let Some(b) = heap.block(ptr).copied() {
+                        if b.free.is_none() {
+                            let (lo, hi) = (b.real_start(), b.start + b.size);
+                            if !self.all_bytes(lo, b.redzone, POISON)
+                                || !self.all_bytes(hi, b.redzone, POISON)
+                            {
+                                return Err(("heap-overflow", ptr, Some(b)));
+                            }
+                        }
+                    }
+                    let heap = self.heap.as_mut().expect("memcheck on");
+                    match heap.free(ptr, origin) {
+                        Ok(release) => pa.args[0] = release.unwrap_or(0),
+                        Err(Fault::DoubleFree(b)) => return Err(("double-free", ptr, Some(b))),
+                        Err(_) => return Err(("invalid-free", ptr, None)),
+                    }
+                }
+            }
+        }
+        self.threads[tid as usize].alloc = Some(pa);
+        Ok(())
+    }
+
+    /// The `i`-th argument the allocator call should really get.
+    pub fn alloc_arg(&self, tid: Tid, i: u32) -> u32 {
+        self.threads[tid as usize]
+            .alloc
+            .map_or(0, |pa| pa.args.get(i as usize).copied().unwrap_or(0))
+    }
+
+    /// The allocator returned `result`; returns what the guest gets.
+    pub fn alloc_post(&mut self, tid: Tid, site: SiteId, result: u32) -> u32 {
+        let Some(pa) = self.threads[tid as usize].alloc.take() else {
+            return result;
+        };
+        if pa.untracked {
+            return result;
+        }
+        let r = pa.redzone;
+        let (real, ret) = match pa.func {
+            AllocFn::Free => return result,
+            AllocFn::PosixMemalign => {
+                if result != 0 {
+                    return result;
+                }
+                let Some(p) = self.read_le(pa.out, 4) else {
+                    return result;
+                };
+                let q = p as u32 + r;
+                self.poke(pa.out, &q.to_le_bytes());
+                (p as u32, result)
+            }
+            _ => {
+                if result == 0 {
+                    return 0;
+                }
+                (result, result + r)
+            }
+        };
+        let start = real + r;
+        let origin = self.origin(tid, site);
+        if let (Some(old), Some(heap)) = (pa.old, self.heap.as_mut()) {
+            heap.reallocated(old);
+        }
+        if let Some(heap) = self.heap.as_mut() {
+            heap.allocated(start, pa.size, r, origin);
+        }
+        self.last_alloc = Some(start);
+        let poison = vec![POISON; r as usize];
+        self.poke(real, &poison);
+        self.poke(start + pa.size, &poison);
+        ret
     }
 
     /// `memory.grow`: grows the logical size (and the shared memory, when it

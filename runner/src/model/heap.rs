@@ -1,0 +1,266 @@
+//! The memory checker's shadow heap.
+//!
+//! Every allocation the guest makes through its allocator entry points
+//! (`malloc`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign`,
+//! `memalign`, `valloc` — and so C++ `new`, which calls `malloc`) is widened by
+//! a redzone on each side; the guest gets a pointer past the left redzone.
+//! This table remembers each block: where it is, who allocated it where, and,
+//! once freed, who freed it where. Freed blocks are not handed back to the
+//! guest's allocator at once: they wait in a bounded FIFO quarantine, so a
+//! use after free hits a block the table still knows about.
+//!
+//! Checks: an access inside a freed block is a use-after-free; an access in a
+//! redzone is a heap overflow; freeing a freed block is a double free;
+//! freeing anything that is not the start of a live block is an invalid free.
+//! Redzones are also filled with a pattern that is verified at `free`, which
+//! catches overflows by code that is not instrumented (library loops).
+
+use super::Tid;
+use crate::instrument::SiteId;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Bytes of redzone on each side of a block (keeps 16-byte alignment).
+pub const REDZONE: u32 = 16;
+/// The byte redzones are filled with.
+pub const POISON: u8 = 0xfa;
+/// Most freed blocks kept in quarantine.
+pub const QUARANTINE_BLOCKS: usize = 1024;
+/// Most freed bytes kept in quarantine.
+pub const QUARANTINE_BYTES: u64 = 4 << 20;
+
+/// Where and by whom something happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub tid: Tid,
+    pub site: SiteId,
+    /// Global step number.
+    pub step: u64,
+}
+
+/// A heap block as the guest sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// First byte the guest may use.
+    pub start: u32,
+    /// Bytes the guest asked for.
+    pub size: u32,
+    /// Redzone on each side (larger than [`REDZONE`] for aligned allocations).
+    pub redzone: u32,
+    pub alloc: Origin,
+    pub free: Option<Origin>,
+}
+
+impl Block {
+    /// The real block start, as the guest's allocator knows it.
+    pub fn real_start(&self) -> u32 {
+        self.start - self.redzone
+    }
+    fn end(&self) -> u32 {
+        self.start + self.size
+    }
+    fn outer(&self) -> (u32, u32) {
+        (self.start - self.redzone, self.end() + self.redzone)
+    }
+}
+
+/// What is wrong with an access or a free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    UseAfterFree(Block),
+    HeapOverflow(Block),
+    DoubleFree(Block),
+    InvalidFree,
+}
+
+/// The shadow heap of one run.
+#[derive(Debug, Default, Clone)]
+pub struct Heap {
+    /// Known blocks (live or quarantined) by guest-visible start.
+    blocks: BTreeMap<u32, Block>,
+    quarantine: VecDeque<u32>,
+    quarantined_bytes: u64,
+    /// Lowest and highest addresses any known block spans (fast rejection).
+    lo: u32,
+    hi: u32,
+}
+
+impl Heap {
+    pub fn new() -> Heap {
+        Heap {
+            lo: u32::MAX,
+            hi: 0,
+            ..Heap::default()
+        }
+    }
+
+    /// The redzone for an allocation aligned to `align` (0 = default).
+    pub fn redzone_for(align: u32) -> u32 {
+        align.max(REDZONE).next_power_of_two()
+    }
+
+    /// Records a new block; any stale (evicted) knowledge it overlaps goes.
+    pub fn allocated(&mut self, start: u32, size: u32, redzone: u32, alloc: Origin) {
+        let b = Block {
+            start,
+            size,
+            redzone,
+            alloc,
+            free: None,
+        };
+        let (lo, hi) = b.outer();
+        // Drop blocks the new one overlaps (they were freed and reused).
+        // Known blocks never overlap each other, so sorted by start they are
+        // sorted by end too: walk back from the new block's end.
+        let stale: Vec<u32> = self
+            .blocks
+            .range(..hi.saturating_add(1 << 16))
+            .rev()
+            .take_while(|(_, o)| o.outer().1 > lo)
+            .filter(|(_, o)| o.outer().0 < hi)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in stale {
+            self.blocks.remove(&s);
+            self.quarantine.retain(|&q| q != s);
+        }
+        self.lo = self.lo.min(lo);
+        self.hi = self.hi.max(hi);
+        self.blocks.insert(start, b);
+    }
+
+    /// A `free(ptr)` by `by`. On success returns the real pointer the guest
+    /// allocator should free now (the oldest block leaving the quarantine),
+    /// if any: at most one per call, since the guest makes one `free` call.
+    pub fn free(&mut self, ptr: u32, by: Origin) -> Result<Option<u32>, Fault> {
+        let Some(b) = self.blocks.get_mut(&ptr) else {
+            return Err(Fault::InvalidFree);
+        };
+        if b.free.is_some() {
+            return Err(Fault::DoubleFree(*b));
+        }
+        b.free = Some(by);
+        let bytes = b.size as u64 + 2 * b.redzone as u64;
+        self.quarantine.push_back(ptr);
+        self.quarantined_bytes += bytes;
+        if self.quarantine.len() > QUARANTINE_BLOCKS || self.quarantined_bytes > QUARANTINE_BYTES {
+            if let Some(old) = self.quarantine.pop_front() {
+                if let Some(ob) = self.blocks.remove(&old) {
+                    self.quarantined_bytes -= ob.size as u64 + 2 * ob.redzone as u64;
+                    return Ok(Some(ob.real_start()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// A `realloc` moved (or resized) `old`: the old block is gone at once
+    /// (the allocator already reused or kept its memory).
+    pub fn reallocated(&mut self, old: u32) {
+        self.blocks.remove(&old);
+    }
+
+    /// Checks that `ptr` may be passed to `realloc` (null or a live block).
+    pub fn check_realloc(&self, ptr: u32) -> Result<Option<Block>, Fault> {
+        if ptr == 0 {
+            return Ok(None);
+        }
+        match self.blocks.get(&ptr) {
+            None => Err(Fault::InvalidFree),
+            Some(b) if b.free.is_some() => Err(Fault::DoubleFree(*b)),
+            Some(b) => Ok(Some(*b)),
+        }
+    }
+
+    /// The block whose outer extent (redzones included) contains `addr`.
+    fn containing(&self, addr: u32) -> Option<Block> {
+        if addr < self.lo || addr >= self.hi {
+            return None;
+        }
+        let before = self.blocks.range(..=addr).next_back().map(|(_, b)| *b);
+        if let Some(b) = before {
+            if addr < b.outer().1 {
+                return Some(b);
+            }
+        }
+        let after = self.blocks.range(addr..).next().map(|(_, b)| *b);
+        after.filter(|b| addr >= b.outer().0)
+    }
+
+    /// Checks an access of `len` bytes at `addr`.
+    #[inline]
+    pub fn check(&self, addr: u32, len: u32) -> Result<(), Fault> {
+        if addr >= self.hi || addr.saturating_add(len.max(1)) <= self.lo {
+            return Ok(());
+        }
+        let last = addr.saturating_add(len.max(1) - 1);
+        for probe in [addr, last] {
+            if let Some(b) = self.containing(probe) {
+                if b.free.is_some() {
+                    return Err(Fault::UseAfterFree(b));
+                }
+                if probe < b.start || probe >= b.end() {
+                    return Err(Fault::HeapOverflow(b));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The block (live or quarantined) at guest pointer `ptr`.
+    pub fn block(&self, ptr: u32) -> Option<&Block> {
+        self.blocks.get(&ptr)
+    }
+
+    pub fn live_blocks(&self) -> usize {
+        self.blocks.values().filter(|b| b.free.is_none()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(step: u64) -> Origin {
+        Origin {
+            tid: 0,
+            site: 1,
+            step,
+        }
+    }
+
+    #[test]
+    fn detects_each_kind() {
+        let mut h = Heap::new();
+        h.allocated(1016, 8, REDZONE, at(1));
+        assert_eq!(h.check(1016, 4), Ok(()));
+        assert!(matches!(h.check(1024, 1), Err(Fault::HeapOverflow(_))));
+        assert!(matches!(h.check(1010, 4), Err(Fault::HeapOverflow(_))));
+        assert!(
+            matches!(h.check(1022, 4), Err(Fault::HeapOverflow(_))),
+            "straddles the end"
+        );
+        assert_eq!(h.check(2000, 4), Ok(()));
+        assert_eq!(h.free(1016, at(2)), Ok(None));
+        assert!(matches!(h.check(1016, 4), Err(Fault::UseAfterFree(_))));
+        assert!(matches!(h.free(1016, at(3)), Err(Fault::DoubleFree(_))));
+        assert_eq!(h.free(5000, at(4)), Err(Fault::InvalidFree));
+        assert_eq!(h.free(1018, at(4)), Err(Fault::InvalidFree));
+    }
+
+    #[test]
+    fn quarantine_releases_oldest_and_reuse_forgets_stale_blocks() {
+        let mut h = Heap::new();
+        let mut released = Vec::new();
+        for i in 0..(QUARANTINE_BLOCKS as u32 + 2) {
+            let start = 100_000 + i * 64;
+            h.allocated(start, 16, REDZONE, at(i as u64));
+            released.extend(h.free(start, at(i as u64)).unwrap());
+            assert!(released.len() <= i as usize);
+        }
+        assert_eq!(released, vec![100_000 - REDZONE, 100_064 - REDZONE]);
+        // The allocator hands the released memory out again.
+        h.allocated(100_000, 40, REDZONE, at(9999));
+        assert_eq!(h.check(100_000, 40), Ok(()));
+        assert_eq!(h.live_blocks(), 1);
+    }
+}
