@@ -10,18 +10,21 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn program(source: &str, granularity: Granularity) -> Program {
-    let tc = heddle::cc::ensure().expect("toolchain");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let module = heddle::cc::compile_cached(&tc, &[root.join(source)], &[]).expect("compile");
-    let bytes = std::fs::read(module).unwrap();
-    Program::new(
-        &bytes,
-        &Config {
+    program_with(
+        source,
+        Config {
             granularity,
             ..Config::default()
         },
     )
-    .expect("program")
+}
+
+fn program_with(source: &str, cfg: Config) -> Program {
+    let tc = heddle::cc::ensure().expect("toolchain");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let module = heddle::cc::compile_cached(&tc, &[root.join(source)], &[]).expect("compile");
+    let bytes = std::fs::read(module).unwrap();
+    Program::new(&bytes, &cfg).expect("program")
 }
 
 fn cfg(args: &[&str], strategy: &str) -> RunConfig {
@@ -105,5 +108,30 @@ fn switches(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, runs, yield_points, switches);
+fn memcheck(c: &mut Criterion) {
+    let on = program_with("benches/programs/alloc_loop.c", Config::default());
+    let off = program_with(
+        "benches/programs/alloc_loop.c",
+        Config {
+            memcheck: Some(false),
+            ..Config::default()
+        },
+    );
+    let base = cfg(&["2000"], "random");
+    let mut g = c.benchmark_group("memcheck");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("alloc_loop_on", |b| b.iter(|| on.run(&base).unwrap()));
+    g.bench_function("alloc_loop_off", |b| b.iter(|| off.run(&base).unwrap()));
+    g.finish();
+    let t_on = per_run(&on, &base, 30);
+    let t_off = per_run(&off, &base, 30);
+    eprintln!(
+        "memcheck on an allocation-heavy kernel: {:.2}x ({:.0} µs on, {:.0} µs off per run)",
+        t_on / t_off,
+        t_on * 1e6,
+        t_off * 1e6
+    );
+}
+
+criterion_group!(benches, runs, yield_points, switches, memcheck);
 criterion_main!(benches);

@@ -8,5 +8,6 @@ mod common;
 mod core;
 mod explore;
 mod instrument;
+mod memcheck;
 mod report;
 mod toolchain;

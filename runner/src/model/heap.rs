@@ -186,24 +186,26 @@ impl Heap {
         after.filter(|b| addr >= b.outer().0)
     }
 
-    /// Checks an access of `len` bytes at `addr`.
+    /// Checks an access of `len` bytes at `addr` (a zero-length access
+    /// touches nothing).
     #[inline]
     pub fn check(&self, addr: u32, len: u32) -> Result<(), Fault> {
-        if addr >= self.hi || addr.saturating_add(len.max(1)) <= self.lo {
+        if len == 0 || addr >= self.hi || addr.saturating_add(len) <= self.lo {
             return Ok(());
         }
-        let last = addr.saturating_add(len.max(1) - 1);
-        for probe in [addr, last] {
-            if let Some(b) = self.containing(probe) {
-                if b.free.is_some() {
-                    return Err(Fault::UseAfterFree(b));
-                }
-                if probe < b.start || probe >= b.end() {
-                    return Err(Fault::HeapOverflow(b));
-                }
+        let end = addr.saturating_add(len);
+        let bad = |b: Block| if b.free.is_some() { Fault::UseAfterFree(b) } else { Fault::HeapOverflow(b) };
+        if let Some(b) = self.containing(addr) {
+            if b.free.is_some() || addr < b.start || end > b.end() {
+                return Err(bad(b));
             }
+            return Ok(());
         }
-        Ok(())
+        // Starts outside every block: it must not reach into the next one.
+        match self.blocks.range(addr..).next().map(|(_, b)| *b) {
+            Some(b) if b.outer().0 < end => Err(bad(b)),
+            _ => Ok(()),
+        }
     }
 
     /// The block (live or quarantined) at guest pointer `ptr`.

@@ -858,6 +858,9 @@ impl RunState {
     #[inline]
     pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
         let heap = self.heap.as_ref()?;
+        if p.len == 0 {
+            return None;
+        }
         if p.addr < self.null_limit {
             return Some(("null-deref", None));
         }
