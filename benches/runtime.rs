@@ -133,5 +133,32 @@ fn memcheck(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, runs, yield_points, switches, memcheck);
+fn races(c: &mut Criterion) {
+    let p = program("targets/race_bank.c", Granularity::All);
+    let report = RunConfig {
+        races: heddle::runtime::RaceMode::Report,
+        ..cfg(&["4", "25"], "random")
+    };
+    let off = RunConfig {
+        races: heddle::runtime::RaceMode::Off,
+        ..report.clone()
+    };
+    let mut g = c.benchmark_group("races");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("race_bank_4x25_report", |b| {
+        b.iter(|| p.run(&report).unwrap())
+    });
+    g.bench_function("race_bank_4x25_off", |b| b.iter(|| p.run(&off).unwrap()));
+    g.finish();
+    let t_on = per_run(&p, &report, 200);
+    let t_off = per_run(&p, &off, 200);
+    eprintln!(
+        "--races report vs off on race_bank 4x25: {:.2}x ({:.0} µs vs {:.0} µs per run)",
+        t_on / t_off,
+        t_on * 1e6,
+        t_off * 1e6
+    );
+}
+
+criterion_group!(benches, runs, yield_points, switches, memcheck, races);
 criterion_main!(benches);

@@ -74,6 +74,63 @@ pub enum Verdict {
     },
     /// The memory checker found an invalid access or free.
     Memory(MemoryVerdict),
+    /// With `--races fail`: a data race.
+    Race(RaceReport),
+}
+
+/// A data race: two accesses to the same location, at least one a write,
+/// not ordered by happens-before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaceReport {
+    pub addr: u32,
+    /// The variable at `addr`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The earlier access.
+    pub first: RaceAccess,
+    /// The later access.
+    pub second: RaceAccess,
+}
+
+/// One side of a race.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaceAccess {
+    pub tid: Tid,
+    pub write: bool,
+    /// `file:line` of the access.
+    pub site: String,
+    pub function: String,
+    /// Its stack (when the run recorded event stacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<Frame>,
+}
+
+impl RaceReport {
+    /// `file:line` pair, ordered, for deduplication.
+    pub fn key(&self) -> (String, String) {
+        let (a, b) = (self.first.site.clone(), self.second.site.clone());
+        if a <= b {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    pub fn summary(&self) -> String {
+        let what = self.object.clone().unwrap_or_else(|| format!("{:#x}", self.addr));
+        let rw = |w: bool| if w { "write" } else { "read" };
+        format!(
+            "data race on {what}: {} by thread {} at {} ({}) and {} by thread {} at {} ({})",
+            rw(self.first.write),
+            self.first.tid,
+            self.first.site,
+            self.first.function,
+            rw(self.second.write),
+            self.second.tid,
+            self.second.site,
+            self.second.function
+        )
+    }
 }
 
 /// A memory error: `null-deref`, `use-after-free`, `heap-overflow`,
@@ -140,6 +197,7 @@ impl Verdict {
             Verdict::Exit { .. } => "exit",
             Verdict::Deadlock { .. } => "deadlock",
             Verdict::Hang { .. } => "hang",
+            Verdict::Race(_) => "data-race",
             Verdict::Memory(m) => match m.error.as_str() {
                 "null-deref" => "null-deref",
                 "use-after-free" => "use-after-free",
@@ -170,6 +228,10 @@ impl Verdict {
                 format!("deadlock@{}", at.join("|"))
             }
             Verdict::Hang { reason, .. } => format!("hang:{reason}"),
+            Verdict::Race(r) => {
+                let (a, b) = r.key();
+                format!("data-race@{a}|{b}")
+            }
             Verdict::Memory(m) => {
                 let mut s = format!("{}@{}", m.error, top_user(&m.stack));
                 if let Some(f) = m.free_where() {
@@ -232,6 +294,7 @@ impl Verdict {
                     .collect();
                 format!("deadlock: {}", parts.join("; "))
             }
+            Verdict::Race(r) => r.summary(),
             Verdict::Memory(m) => {
                 let mut s = format!(
                     "{} in thread {} at {}: address {:#x}",

@@ -9,5 +9,6 @@ mod core;
 mod explore;
 mod instrument;
 mod memcheck;
+mod races;
 mod report;
 mod toolchain;

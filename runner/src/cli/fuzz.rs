@@ -11,6 +11,8 @@ use clap::Args;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use crate::verdict::RaceReport;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -65,6 +67,9 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     // --keep-going), so the reported failure does not depend on --jobs.
     let first_fail = AtomicU64::new(u64::MAX);
     let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
+    // Distinct data races (by pair of source lines) with the smallest seed
+    // that showed each.
+    let races: Mutex<BTreeMap<(String, String), (u64, RaceReport)>> = Mutex::new(BTreeMap::new());
     let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
@@ -84,6 +89,15 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
                 };
                 match program.run(&cfg) {
                     Ok(r) => {
+                        if !r.races.is_empty() {
+                            let mut m = races.lock().unwrap_or_else(|e| e.into_inner());
+                            for race in &r.races {
+                                let e = m.entry(race.key()).or_insert((seed, race.clone()));
+                                if seed < e.0 {
+                                    *e = (seed, race.clone());
+                                }
+                            }
+                        }
                         if !r.verdict.is_pass() {
                             first_fail.fetch_min(seed, Ordering::Relaxed);
                             failures
@@ -128,6 +142,13 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         base.strategy,
         failures.len()
     );
+    let races = races.into_inner().unwrap_or_else(|e| e.into_inner());
+    if !races.is_empty() {
+        println!("{} distinct data race(s):", races.len());
+        for (seed, race) in races.values() {
+            println!("  seed {seed}: {}", race.summary());
+        }
+    }
     if a.list_failures {
         for f in &failures {
             println!("failing seed {}: {}", f.seed, f.result.verdict.signature());
@@ -208,6 +229,7 @@ pub fn replay_file(
             max_time_ms: cfg.max_time_ns / 1_000_000,
             budget: [cfg.budget.0, cfg.budget.1],
             expected_exit: cfg.expected_exit,
+            races: cfg.races,
         },
         verdict: VerdictRecord {
             kind: r.verdict.kind().into(),
@@ -282,6 +304,7 @@ pub fn load_replay(path: &Path, target_override: Option<&Path>) -> Result<Replay
         max_time_ns: file.run.max_time_ms.saturating_mul(1_000_000),
         budget: (file.run.budget[0], file.run.budget[1]),
         expected_exit: file.run.expected_exit,
+        races: file.run.races,
         forced: file.decisions()?,
         strict: true,
         diagnostics: true,

@@ -70,9 +70,16 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            let _ = e.print();
-            return code;
+            if !e.use_stderr() {
+                // --help, --version
+                let _ = e.print();
+                return EXIT_OK;
+            }
+            // One line, like every other heddle error.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("bad usage");
+            eprintln!("heddle: error: {}", first.trim_start_matches("error: "));
+            return EXIT_USAGE;
         }
     };
     match dispatch(cli.cmd) {

@@ -59,6 +59,10 @@ pub struct RunOpts {
     /// The exit code that counts as a pass.
     #[arg(long, default_value_t = 0)]
     pub expect_exit: i32,
+    /// Data-race detection: `report` (with the result), `fail` (a race is
+    /// the verdict) or `off`.
+    #[arg(long, default_value = "report")]
+    pub races: crate::runtime::RaceMode,
     /// Environment variable for the program, KEY=VALUE (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
@@ -98,6 +102,7 @@ impl RunOpts {
             max_time_ns: self.max_time_ms.saturating_mul(1_000_000),
             budget: (1, self.budget.max(1)),
             expected_exit: self.expect_exit,
+            races: self.races,
             grants,
             ..RunConfig::default()
         })
@@ -122,6 +127,31 @@ pub struct RunArgs {
     /// Print the final value of a global variable (repeatable).
     #[arg(long, value_name = "VAR")]
     pub observe: Vec<String>,
+}
+
+/// Prints the data races of a run, with both stacks (the run is repeated
+/// with event stacks recorded when it did not record them).
+pub fn print_races(program: &Program, cfg: &RunConfig, r: &RunResult) -> Result<()> {
+    if r.races.is_empty() {
+        return Ok(());
+    }
+    let detailed;
+    let races = if r.races.iter().all(|x| x.first.stack.is_empty()) {
+        detailed = program.run(&RunConfig { event_stacks: true, ..cfg.clone() })?;
+        &detailed.races
+    } else {
+        &r.races
+    };
+    for race in races {
+        println!("{}", race.summary());
+        for (label, side) in [("first", &race.first), ("second", &race.second)] {
+            for f in side.stack.iter().take(6) {
+                let loc = f.loc.as_ref().map(|l| l.short()).unwrap_or_default();
+                println!("    {label:<6} {} {loc}", f.function.as_deref().unwrap_or("?"));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn print_output(r: &RunResult) {
@@ -174,6 +204,7 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
         r.threads,
         r.preemptions
     );
+    print_races(&program, &cfg, &r)?;
     for o in &r.observed {
         match o.value {
             Some(v) => println!("{} = {v}", o.name),

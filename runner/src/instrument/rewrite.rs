@@ -524,6 +524,7 @@ struct Scratch {
     g: u32, // f64
     h: u32, // v128
     r: u32, // i32: a call's result
+    q: u32, // i32: a fourth call argument
 }
 
 impl Scratch {
@@ -696,13 +697,15 @@ fn lock_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, usize, boo
             (SiteKind::Unlock, 0)
         }
         "pthread_cond_wait" | "pthread_cond_timedwait" => (SiteKind::CondWait, 1),
+        "pthread_create" => (SiteKind::ThreadCreate, 0),
+        "pthread_join" => (SiteKind::ThreadJoin, 0),
         _ => return None,
     };
     let (params, results) = facts
         .types
         .get(*facts.func_types.get(f as usize)? as usize)?;
     let all_i32 = params.iter().all(|t| *t == wasmparser::ValType::I32);
-    if !all_i32 || params.len() > 3 || params.len() <= arg || results.len() > 1 {
+    if !all_i32 || params.len() > 4 || params.len() <= arg || results.len() > 1 {
         return None;
     }
     let has_result = results.first() == Some(&wasmparser::ValType::I32);
@@ -1240,14 +1243,15 @@ fn rewrite_body<'a>(
         a: base,
         b: base + 1,
         c: base + 2,
-        d: base + 4,
-        e: base + 5,
-        f: base + 6,
-        g: base + 7,
-        h: base + 8,
         r: base + 3,
+        q: base + 4,
+        d: base + 5,
+        e: base + 6,
+        f: base + 7,
+        g: base + 8,
+        h: base + 9,
     };
-    locals.push((4, ValType::I32));
+    locals.push((5, ValType::I32));
     locals.push((2, ValType::I64));
     locals.push((1, ValType::F32));
     locals.push((1, ValType::F64));
@@ -1359,7 +1363,7 @@ fn rewrite_body<'a>(
                 let (kind, nparams, has_result) =
                     alloc_call(facts, function_index).expect("alloc call");
                 let s = em.scratch;
-                let slots = [s.a, s.b, s.c];
+                let slots = [s.a, s.b, s.c, s.q];
                 em.mark(orig, true);
                 let site = new_site(
                     sites,
@@ -1374,7 +1378,7 @@ fn rewrite_body<'a>(
                     em.ins(Instruction::LocalSet(slots[i]));
                 }
                 em.ins(Instruction::I32Const(site as i32));
-                for (i, slot) in slots.iter().enumerate() {
+                for (i, slot) in slots.iter().take(3).enumerate() {
                     if i < nparams {
                         em.ins(Instruction::LocalGet(*slot));
                     } else {
@@ -1421,7 +1425,7 @@ fn rewrite_body<'a>(
                 let (kind, arg, nparams, has_result) =
                     lock_call(facts, function_index).expect("lock call");
                 let s = em.scratch;
-                let slots = [s.a, s.b, s.c];
+                let slots = [s.a, s.b, s.c, s.q];
                 em.mark(orig, true);
                 let site = new_site(
                     sites,

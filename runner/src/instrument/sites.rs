@@ -47,6 +47,10 @@ pub enum SiteKind {
     Alloc,
     /// A call to `free`.
     Free,
+    /// A call to `pthread_create` in user code.
+    ThreadCreate,
+    /// A call to `pthread_join` in user code.
+    ThreadJoin,
 }
 
 impl SiteKind {
@@ -70,6 +74,8 @@ impl SiteKind {
             SiteKind::CondWait => "cond-wait",
             SiteKind::Alloc => "alloc",
             SiteKind::Free => "free",
+            SiteKind::ThreadCreate => "create",
+            SiteKind::ThreadJoin => "join",
         }
     }
 

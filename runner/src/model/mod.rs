@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod futex;
+pub mod hb;
 pub mod heap;
 
 pub use clock::Clock;
@@ -58,6 +59,8 @@ pub enum EventKind {
     Unlock,
     /// About to wait on a condition variable (releases the mutex).
     CondWait,
+    /// About to join a thread (`pthread_join`).
+    Join,
 }
 
 impl EventKind {
@@ -78,6 +81,8 @@ impl EventKind {
             SiteKind::Unlock => EventKind::Unlock,
             SiteKind::CondWait => EventKind::CondWait,
             SiteKind::Alloc | SiteKind::Free => EventKind::Call,
+            SiteKind::ThreadCreate => EventKind::Call,
+            SiteKind::ThreadJoin => EventKind::Join,
         }
     }
 
@@ -130,6 +135,7 @@ impl EventKind {
             EventKind::Acquire => "acquired",
             EventKind::Unlock => "unlock",
             EventKind::CondWait => "cond-wait",
+            EventKind::Join => "join",
         }
     }
 }

@@ -625,7 +625,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     if st.threads.len() >= super::MAX_THREADS {
                         return Ok(-6); // EAGAIN
                     }
-                    st.spawn(start_arg)
+                    st.spawn(caller.data().tid, start_arg)
                 };
                 yield_async(
                     &mut caller,

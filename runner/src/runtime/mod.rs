@@ -32,6 +32,7 @@ use std::task::{Context, Poll, Waker};
 use wasi_common::WasiCtx;
 use wasmtime::{Engine, Global, Linker, Module, SharedMemory, Store, Table, TypedFunc};
 
+pub use state::RaceMode;
 pub use wasi::Grant;
 
 /// Most guest threads a run may create.
@@ -91,6 +92,8 @@ pub struct RunConfig {
     pub event_stacks: bool,
     /// Global variables whose final values to report ([`RunResult::observed`]).
     pub observe: Vec<String>,
+    /// Happens-before race detection ([`RunResult::races`]).
+    pub races: RaceMode,
 }
 
 impl Default for RunConfig {
@@ -112,6 +115,7 @@ impl Default for RunConfig {
             record_choices: false,
             event_stacks: false,
             observe: Vec::new(),
+            races: RaceMode::Report,
         }
     }
 }
@@ -152,6 +156,8 @@ pub struct RunResult {
     pub event_stacks: Vec<Vec<Frame>>,
     /// With `observe`: the final value of each variable.
     pub observed: Vec<Observed>,
+    /// Data races found (one per pair of sites), with `races` on.
+    pub races: Vec<crate::verdict::RaceReport>,
 }
 
 impl RunResult {
@@ -384,6 +390,7 @@ impl Program {
             record_events: cfg.record_events || cfg.event_stacks,
             diagnostics: cfg.diagnostics,
             event_stacks: cfg.event_stacks,
+            races: cfg.races,
         };
         let observe: Vec<instrument::Symbol> = cfg
             .observe
@@ -532,6 +539,7 @@ impl Program {
                 },
                 Some(Outcome::Deadlock) => self.deadlock(&st),
                 Some(Outcome::Memory(m)) => Verdict::Memory(self.memory_verdict(&m)),
+                Some(Outcome::Race(r)) => Verdict::Race(self.race_report(&r, &st)),
                 Some(Outcome::Hang { reason }) => Verdict::Hang {
                     reason,
                     threads: self.positions(&st),
@@ -547,6 +555,15 @@ impl Program {
             },
         };
         let thread_names = st.threads.iter().map(|t| t.name.clone()).collect();
+        // One report per pair of source lines (a `counter++` races as a read
+        // and as a write of the same line).
+        let mut races: Vec<crate::verdict::RaceReport> = Vec::new();
+        for r in &st.races {
+            let report = self.race_report(r, &st);
+            if !races.iter().any(|x| x.key() == report.key()) {
+                races.push(report);
+            }
+        }
         let event_stacks = std::mem::take(&mut st.event_stacks)
             .iter()
             .map(|s| self.symbolize(s))
@@ -568,7 +585,35 @@ impl Program {
             choice_points: st.sched.choice_points.take().unwrap_or_default(),
             event_stacks,
             observed: Vec::new(),
+            races,
         })
+    }
+
+    fn race_report(&self, r: &crate::model::hb::Race, st: &RunState) -> crate::verdict::RaceReport {
+        let side = |a: &crate::model::hb::Access| {
+            let site = self.sites.site(a.site);
+            // With event stacks, the event at that step has the stack.
+            let stack = st
+                .events
+                .iter()
+                .position(|e| e.step == a.step && e.tid == a.tid && e.site == a.site)
+                .and_then(|i| st.event_stacks.get(i))
+                .map(|s| self.symbolize(s))
+                .unwrap_or_default();
+            crate::verdict::RaceAccess {
+                tid: a.tid,
+                write: a.write,
+                site: self.site_text(a.site),
+                function: site.map(|s| s.func_name.clone()).unwrap_or_default(),
+                stack,
+            }
+        };
+        crate::verdict::RaceReport {
+            addr: r.addr,
+            object: self.sites.symbol_at(r.addr).map(|s| s.name.clone()),
+            first: side(&r.first),
+            second: side(&r.second),
+        }
     }
 
     fn memory_verdict(&self, m: &state::MemoryError) -> crate::verdict::MemoryVerdict {

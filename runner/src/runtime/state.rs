@@ -6,6 +6,7 @@
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
 use crate::instrument::{SiteId, SiteTable};
+use crate::model::hb::{Detector, Race};
 use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
@@ -40,6 +41,8 @@ pub enum Outcome {
     Exit(i32),
     /// The memory checker found an invalid access or free.
     Memory(MemoryError),
+    /// With races = fail: a data race.
+    Race(Race),
     Assertion {
         message: String,
         tid: Tid,
@@ -128,6 +131,8 @@ pub struct ThreadRec {
     pub wants: Option<(u32, SiteId)>,
     /// The allocator call it is making, if any.
     pub alloc: Option<PendingAlloc>,
+    /// The last thread it created.
+    pub last_child: Option<Tid>,
     /// Locks it holds: address and the site where it took each.
     pub holds: Vec<(u32, SiteId)>,
 }
@@ -148,6 +153,7 @@ impl ThreadRec {
             pending_stack: Vec::new(),
             wants: None,
             alloc: None,
+            last_child: None,
             holds: Vec::new(),
         }
     }
@@ -348,6 +354,43 @@ pub struct Limits {
     pub diagnostics: bool,
     /// Capture the stack of every recorded event (expensive; for reports).
     pub event_stacks: bool,
+    /// Happens-before race detection.
+    pub races: RaceMode,
+}
+
+/// What to do about data races.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RaceMode {
+    /// Do not track happens-before.
+    Off,
+    /// Report races with the run's result (the verdict is unchanged).
+    #[default]
+    Report,
+    /// The first race ends the run with verdict `data-race`.
+    Fail,
+}
+
+impl std::str::FromStr for RaceMode {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<RaceMode> {
+        match s {
+            "off" => Ok(RaceMode::Off),
+            "report" => Ok(RaceMode::Report),
+            "fail" => Ok(RaceMode::Fail),
+            _ => anyhow::bail!("unknown race mode `{s}` (expected report, fail or off)"),
+        }
+    }
+}
+
+impl std::fmt::Display for RaceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RaceMode::Off => "off",
+            RaceMode::Report => "report",
+            RaceMode::Fail => "fail",
+        })
+    }
 }
 
 const STAMP_SLOTS: usize = 4096;
@@ -394,6 +437,13 @@ pub struct RunState {
     pub null_limit: u32,
     /// Guest start of the block the last allocator call returned.
     pub last_alloc: Option<u32>,
+    /// Happens-before state (None when race detection is off).
+    pub hb: Option<Detector>,
+    /// Races found, one per pair of sites, in the order found.
+    pub races: Vec<Race>,
+    race_pairs: BTreeSet<(SiteId, SiteId)>,
+    /// `pthread_t` values of threads created in user code.
+    pub handles: BTreeMap<u32, Tid>,
     /// With diagnostics: stacks of each block's allocation and free.
     pub alloc_stacks: BTreeMap<u32, Vec<RawFrame>>,
     pub free_stacks: BTreeMap<u32, Vec<RawFrame>>,
@@ -414,6 +464,7 @@ impl RunState {
         seed: u64,
     ) -> RunState {
         sched.strategy.reset(seed);
+        let races = limits.races;
         let memcheck = sites.memcheck;
         let null_limit = if memcheck {
             sites.data_start.min(1024)
@@ -448,6 +499,10 @@ impl RunState {
             heap: memcheck.then(Heap::new),
             null_limit,
             last_alloc: None,
+            hb: (races != RaceMode::Off).then(Detector::new),
+            races: Vec::new(),
+            race_pairs: BTreeSet::new(),
+            handles: BTreeMap::new(),
             alloc_stacks: BTreeMap::new(),
             free_stacks: BTreeMap::new(),
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
@@ -488,9 +543,13 @@ impl RunState {
     }
 
     /// Creates a thread (it is enabled at once, its first event `Start`).
-    pub fn spawn(&mut self, start_arg: u32) -> Tid {
+    pub fn spawn(&mut self, parent: Tid, start_arg: u32) -> Tid {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
+        if let Some(hb) = &mut self.hb {
+            hb.spawn(parent, tid);
+        }
+        self.threads[parent as usize].last_child = Some(tid);
         self.set_ready(tid);
         self.sched.strategy.on_spawn(tid);
         tid
@@ -524,15 +583,21 @@ impl RunState {
     }
 
     /// Records that `tid` executes its pending event now.
-    fn executed(&mut self, tid: Tid, preempted: bool) {
+    fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
         match p.kind {
             EventKind::Lock => self.threads[tid as usize].wants = Some((p.addr, p.site)),
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
         }
+        if self.hb.is_some() {
+            self.happens_before(tid, p);
+            if self.outcome.is_some() {
+                return Err(RunEnd);
+            }
+        }
         if !self.limits.record_events {
-            return;
+            return Ok(());
         }
         self.fill_last_value(tid);
         let p = self.threads[tid as usize].pending;
@@ -551,6 +616,7 @@ impl RunState {
             self.event_stacks.push(stack);
         }
         self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+        Ok(())
     }
 
     /// Fills in the value of `tid`'s last recorded access (it has executed
@@ -653,7 +719,7 @@ impl RunState {
         self.tick()?;
         self.note_pending(tid, p);
         if self.ready.len() == 1 {
-            self.executed(tid, false);
+            self.executed(tid, false)?;
             return Ok(false);
         }
         let cands = self.candidates();
@@ -665,13 +731,13 @@ impl RunState {
             Err(d) => return Err(self.end(Outcome::Diverged(d))),
         };
         if chosen == tid {
-            self.executed(tid, false);
+            self.executed(tid, false)?;
             return Ok(false);
         }
         self.switches += 1;
         self.preemptions += 1;
         self.current = chosen;
-        self.executed(chosen, true);
+        self.executed(chosen, true)?;
         Ok(true)
     }
 
@@ -709,7 +775,7 @@ impl RunState {
             };
             self.switches += 1;
             self.current = chosen;
-            self.executed(chosen, false);
+            self.executed(chosen, false)?;
             return Ok(());
         }
     }
@@ -736,6 +802,9 @@ impl RunState {
             self.fill_last_value(tid);
         }
         self.threads[tid as usize].status = Status::Done;
+        if let Some(hb) = &mut self.hb {
+            hb.finish(tid);
+        }
         self.threads[tid as usize].pending = Pending {
             site: NO_SITE,
             kind: EventKind::Exit,
@@ -762,6 +831,9 @@ impl RunState {
                 0
             };
             let woken = self.futex.take(addr, index);
+            if let Some(hb) = &mut self.hb {
+                hb.wake(tid, woken);
+            }
             let th = &self.threads[woken as usize];
             if let Status::Blocked(b) = th.status {
                 if let Some(d) = b.deadline() {
@@ -782,6 +854,44 @@ impl RunState {
         Ok(k)
     }
 
+    /// Happens-before bookkeeping for `tid` executing `p`.
+    fn happens_before(&mut self, tid: Tid, p: Pending) {
+        let atomic = self.sites.site(p.site).is_some_and(|s| s.atomic);
+        let step = self.steps;
+        let Some(hb) = self.hb.as_mut() else { return };
+        let race = match p.kind {
+            EventKind::Read | EventKind::Write if atomic => {
+                if p.kind == EventKind::Read {
+                    hb.acquire(tid, p.addr);
+                } else {
+                    hb.release(tid, p.addr);
+                }
+                None
+            }
+            EventKind::Rmw | EventKind::Cmpxchg => {
+                hb.acquire(tid, p.addr);
+                hb.release(tid, p.addr);
+                None
+            }
+            EventKind::Wait => {
+                hb.acquire(tid, p.addr);
+                None
+            }
+            EventKind::Read => hb.access(tid, p.addr, p.len, false, p.site, step),
+            EventKind::Write | EventKind::Copy | EventKind::Fill => hb.access(tid, p.addr, p.len, true, p.site, step),
+            _ => None,
+        };
+        if let Some(r) = race {
+            let pair = (r.first.site.min(r.second.site), r.first.site.max(r.second.site));
+            if self.race_pairs.insert(pair) {
+                self.races.push(r);
+                if self.limits.races == RaceMode::Fail {
+                    self.end(Outcome::Race(r));
+                }
+            }
+        }
+    }
+
     fn release(&mut self, tid: Tid, addr: u32) {
         if self.lock_owner.get(&addr) == Some(&tid) {
             self.lock_owner.remove(&addr);
@@ -798,6 +908,27 @@ impl RunState {
     pub fn locked(&mut self, tid: Tid, site: SiteId, addr: u32, ret: i32) {
         let kind = self.sites.site(site).map(|s| s.kind);
         use crate::instrument::SiteKind;
+        match kind {
+            Some(SiteKind::ThreadCreate) => {
+                // `addr` is the `pthread_t *` argument.
+                if ret == 0 {
+                    if let (Some(h), Some(child)) = (self.read_le(addr, 4), self.threads[tid as usize].last_child) {
+                        self.handles.insert(h as u32, child);
+                    }
+                }
+                return;
+            }
+            Some(SiteKind::ThreadJoin) => {
+                // `addr` is the `pthread_t` argument.
+                if ret == 0 {
+                    if let (Some(&joined), Some(hb)) = (self.handles.get(&addr), self.hb.as_mut()) {
+                        hb.join_thread(tid, joined);
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
         let took = match kind {
             Some(SiteKind::Lock) => ret == 0,
             // pthread_cond_(timed)wait re-takes the mutex even on timeout.
@@ -1045,6 +1176,9 @@ impl RunState {
         }
         if let Some(heap) = self.heap.as_mut() {
             heap.allocated(start, pa.size, r, origin);
+        }
+        if let Some(hb) = self.hb.as_mut() {
+            hb.reset(real, pa.size.saturating_add(2 * r));
         }
         self.last_alloc = Some(start);
         let poison = vec![POISON; r as usize];

@@ -73,6 +73,9 @@ pub struct RunSpec {
     pub budget: [u32; 2],
     #[serde(default)]
     pub expected_exit: i32,
+    /// Data-race detection (`report`, `fail`, `off`).
+    #[serde(default)]
+    pub races: crate::runtime::RaceMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,6 +190,7 @@ mod tests {
                 max_time_ms: 10,
                 budget: [1, 2],
                 expected_exit: 0,
+                races: Default::default(),
             },
             verdict: VerdictRecord {
                 kind: "pass".into(),

@@ -1,0 +1,304 @@
+//! Happens-before data-race detection, in the run that explores the schedule.
+//!
+//! Controlled schedulers serialize threads, so detectors that look for
+//! simultaneous accesses (TSan) cannot fire under them. This one computes
+//! happens-before itself with vector clocks, in the style of FastTrack
+//! (Flanagan & Freund, PLDI'09): each plain location remembers the last write
+//! as an *epoch* (thread, clock) and the reads since as one epoch per
+//! reading thread; an access races with a recorded one it is not ordered
+//! after. Edges:
+//!
+//! * thread spawn: the child starts with its parent's clock;
+//! * atomics (all sequentially consistent in wasm): an atomic store, RMW or
+//!   compare-exchange *releases* the thread's clock into the location; an
+//!   atomic load (and the read half of an RMW, and a futex wait's compare)
+//!   *acquires* the location's clock — join, mutexes and condition variables
+//!   of wasi-libc are built from these, so they need no special cases;
+//! * a `notify` that wakes a waiter: the waiter acquires the notifier's clock;
+//! * `pthread_join` in user code: the joiner acquires the joined thread's
+//!   final clock (wasi-libc's join reads the thread's state with plain loads
+//!   and a fence when the thread has already ended, so the atomics alone do
+//!   not order it).
+//!
+//! The scheduler's own hand-offs between threads are *not* edges: that the
+//! run happened to execute two accesses in some order says nothing about
+//! the program.
+//!
+//! Locations are 4-byte words. A fresh heap block (the memory checker sees
+//! every allocation) starts with no history, so reuse of freed memory is not
+//! mistaken for a race.
+
+use super::Tid;
+use crate::instrument::SiteId;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A vector clock: one logical time per thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VectorClock(Vec<u32>);
+
+impl VectorClock {
+    pub fn get(&self, t: Tid) -> u32 {
+        self.0.get(t as usize).copied().unwrap_or(0)
+    }
+
+    fn set(&mut self, t: Tid, v: u32) {
+        if self.0.len() <= t as usize {
+            self.0.resize(t as usize + 1, 0);
+        }
+        self.0[t as usize] = v;
+    }
+
+    /// `self := self ⊔ other`.
+    pub fn join(&mut self, other: &VectorClock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+}
+
+/// One access, as remembered for race reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub tid: Tid,
+    /// The thread's own clock entry at the access.
+    clock: u32,
+    pub site: SiteId,
+    /// Global step of the access.
+    pub step: u64,
+    pub write: bool,
+}
+
+/// Two accesses to the same location, at least one a write, not ordered by
+/// happens-before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Race {
+    pub addr: u32,
+    /// The earlier access (in this run's order).
+    pub first: Access,
+    /// The access that completed the race.
+    pub second: Access,
+}
+
+#[derive(Debug, Clone, Default)]
+struct VarState {
+    write: Option<Access>,
+    /// At most one per thread.
+    reads: Vec<Access>,
+}
+
+/// Fx hash (rustc's): fast for integer keys, and deterministic. The maps
+/// are never iterated, so their order cannot leak into a run.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type Fx = BuildHasherDefault<FxHasher>;
+
+/// The happens-before state of one run.
+#[derive(Debug, Default, Clone)]
+pub struct Detector {
+    threads: Vec<VectorClock>,
+    /// Release clocks of atomic locations (by word).
+    sync: HashMap<u32, VectorClock, Fx>,
+    vars: HashMap<u32, VarState, Fx>,
+    /// Final clocks of finished threads (for join edges).
+    finished: Vec<Option<VectorClock>>,
+}
+
+/// Most words of one access checked (long copies are sampled at their ends).
+const MAX_WORDS: u32 = 64;
+
+impl Detector {
+    pub fn new() -> Detector {
+        let mut d = Detector::default();
+        d.thread(0);
+        d
+    }
+
+    fn thread(&mut self, t: Tid) -> &mut VectorClock {
+        while self.threads.len() <= t as usize {
+            let n = self.threads.len() as Tid;
+            let mut c = VectorClock::default();
+            c.set(n, 1);
+            self.threads.push(c);
+        }
+        &mut self.threads[t as usize]
+    }
+
+    fn tick(&mut self, t: Tid) {
+        let c = self.thread(t);
+        let v = c.get(t) + 1;
+        c.set(t, v);
+    }
+
+    /// `parent` created `child`.
+    pub fn spawn(&mut self, parent: Tid, child: Tid) {
+        let pc = self.thread(parent).clone();
+        let cc = self.thread(child);
+        cc.join(&pc);
+        self.tick(parent);
+    }
+
+    /// An atomic read of the word at `addr`.
+    pub fn acquire(&mut self, t: Tid, addr: u32) {
+        if let Some(l) = self.sync.get(&(addr >> 2)).cloned() {
+            self.thread(t).join(&l);
+        }
+    }
+
+    /// An atomic write of the word at `addr`.
+    pub fn release(&mut self, t: Tid, addr: u32) {
+        let c = self.thread(t).clone();
+        self.sync.entry(addr >> 2).or_default().join(&c);
+        self.tick(t);
+    }
+
+    /// `t` ended: its clock is what joining it orders after.
+    pub fn finish(&mut self, t: Tid) {
+        let c = self.thread(t).clone();
+        if self.finished.len() <= t as usize {
+            self.finished.resize(t as usize + 1, None);
+        }
+        self.finished[t as usize] = Some(c);
+    }
+
+    /// `joiner` joined `joined`: `pthread_join` returned, so `joined` has
+    /// signalled its exit (it may still be running wasi-libc's epilogue,
+    /// which is why its current clock is used when it has not finished).
+    pub fn join_thread(&mut self, joiner: Tid, joined: Tid) {
+        let c = match self.finished.get(joined as usize) {
+            Some(Some(c)) => c.clone(),
+            _ => self.thread(joined).clone(),
+        };
+        self.thread(joiner).join(&c);
+    }
+
+    /// `notifier` woke `woken`.
+    pub fn wake(&mut self, notifier: Tid, woken: Tid) {
+        let c = self.thread(notifier).clone();
+        self.thread(woken).join(&c);
+        self.tick(notifier);
+    }
+
+    /// Forgets the history of `[addr, addr + len)` (fresh heap memory).
+    pub fn reset(&mut self, addr: u32, len: u32) {
+        if len == 0 {
+            return;
+        }
+        let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
+        if (last - first) as usize > self.vars.len() {
+            self.vars.retain(|w, _| *w < first || *w > last);
+        } else {
+            for w in first..=last {
+                self.vars.remove(&w);
+            }
+        }
+    }
+
+    fn ordered(&self, a: &Access, t: Tid) -> bool {
+        a.tid == t || a.clock <= self.threads[t as usize].get(a.tid)
+    }
+
+    /// A plain access; returns the first race it completes, if any.
+    pub fn access(&mut self, t: Tid, addr: u32, len: u32, write: bool, site: SiteId, step: u64) -> Option<Race> {
+        if len == 0 {
+            return None;
+        }
+        let clock = self.thread(t).get(t);
+        let me = Access { tid: t, clock, site, step, write };
+        let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
+        let words: Vec<u32> = if last - first < MAX_WORDS {
+            (first..=last).collect()
+        } else {
+            vec![first, last]
+        };
+        let mut race = None;
+        for w in words {
+            let state = self.vars.remove(&w).unwrap_or_default();
+            if race.is_none() {
+                if let Some(prev) = state.write.filter(|p| !self.ordered(p, t)) {
+                    race = Some(Race { addr: w << 2, first: prev, second: me });
+                } else if write {
+                    if let Some(prev) = state.reads.iter().find(|r| !self.ordered(r, t)) {
+                        race = Some(Race { addr: w << 2, first: *prev, second: me });
+                    }
+                }
+            }
+            let mut state = state;
+            if write {
+                state.write = Some(me);
+                state.reads.clear();
+            } else {
+                match state.reads.iter_mut().find(|r| r.tid == t) {
+                    Some(r) => *r = me,
+                    None => state.reads.push(me),
+                }
+            }
+            self.vars.insert(w, state);
+        }
+        race
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unordered_writes_race_and_ordered_ones_do_not() {
+        let mut d = Detector::new();
+        d.spawn(0, 1);
+        d.spawn(0, 2);
+        // Thread 1 writes, thread 2 reads with no synchronisation: a race.
+        assert!(d.access(1, 100, 4, true, 7, 1).is_none());
+        let r = d.access(2, 100, 4, false, 8, 2).expect("race");
+        assert_eq!((r.first.tid, r.first.site, r.second.tid, r.second.site), (1, 7, 2, 8));
+        // Through an atomic flag: release by 1, acquire by 2, then ordered.
+        assert!(d.access(1, 200, 4, true, 9, 3).is_none());
+        d.release(1, 300);
+        d.acquire(2, 300);
+        assert!(d.access(2, 200, 4, true, 10, 4).is_none());
+        // Before spawning, the parent's writes are ordered before the child.
+        let mut d = Detector::new();
+        assert!(d.access(0, 40, 4, true, 1, 1).is_none());
+        d.spawn(0, 1);
+        assert!(d.access(1, 40, 4, false, 2, 2).is_none());
+        // But the parent's writes after the spawn are not.
+        assert!(d.access(0, 44, 4, true, 3, 3).is_none());
+        assert!(d.access(1, 44, 4, false, 4, 4).is_some());
+    }
+
+    #[test]
+    fn reads_do_not_race_with_reads_and_reset_forgets() {
+        let mut d = Detector::new();
+        d.spawn(0, 1);
+        assert!(d.access(0, 8, 4, false, 1, 1).is_none());
+        assert!(d.access(1, 8, 4, false, 2, 2).is_none());
+        assert!(d.access(1, 8, 4, true, 3, 3).is_some(), "write after an unordered read");
+        d.reset(0, 64);
+        assert!(d.access(0, 8, 4, true, 4, 4).is_none());
+        // A wake orders the notifier's past before the woken thread.
+        d.wake(0, 1);
+        assert!(d.access(1, 8, 4, true, 5, 5).is_none());
+    }
+}

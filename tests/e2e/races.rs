@@ -1,0 +1,184 @@
+//! Happens-before data-race detection in the run that explores the schedule.
+
+use crate::common::*;
+use heddle::instrument::Granularity;
+use heddle::runtime::{RaceMode, RunConfig};
+use heddle::verdict::Verdict;
+use std::collections::BTreeSet;
+
+fn race_keys(name: &str, fixed: bool, strategy: &str, seeds: u64) -> BTreeSet<(String, String)> {
+    let e = entry(name);
+    let p = program(&e.source, fixed, Granularity::All);
+    let base = p.calibrate(config(&e, strategy, 0)).unwrap();
+    let mut keys = BTreeSet::new();
+    for seed in 0..seeds {
+        let r = run(
+            &p,
+            &RunConfig {
+                seed,
+                ..base.clone()
+            },
+        );
+        keys.extend(r.races.iter().map(|x| x.key()));
+    }
+    keys
+}
+
+/// The number of the last line whose trimmed text is `code`.
+fn line(source: &str, code: &str) -> usize {
+    let text = std::fs::read_to_string(repo().join(source)).unwrap();
+    text.lines()
+        .collect::<Vec<_>>()
+        .iter()
+        .rposition(|l| l.trim() == code)
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("`{code}` not in {source}"))
+}
+
+#[test]
+fn race_bank_has_no_data_race_its_bug_is_atomicity() {
+    assert_eq!(
+        race_keys("race_bank", false, "random", 300),
+        BTreeSet::new()
+    );
+}
+
+#[test]
+fn an_unlocked_counter_reports_exactly_its_racing_pair() {
+    let at = format!(
+        "racy_counter.c:{}",
+        line("targets/racy_counter.c", "counter++;")
+    );
+    let keys = race_keys("racy_counter", false, "random", 300);
+    assert_eq!(keys, BTreeSet::from([(at.clone(), at)]));
+}
+
+#[test]
+fn spin_barrier_reports_the_plain_flag_race() {
+    let e = entry("spin_barrier");
+    let p = program(&e.source, false, Granularity::All);
+    let r = run(
+        &p,
+        &RunConfig {
+            event_stacks: true,
+            ..config(&e, "random", 1)
+        },
+    );
+    let flag = r
+        .races
+        .iter()
+        .find(|x| x.object.as_deref() == Some("flag"))
+        .expect("a race on flag");
+    let sets = format!(
+        "spin_barrier.c:{}",
+        line("targets/spin_barrier.c", "flag = 1;")
+    );
+    let spins = format!(
+        "spin_barrier.c:{}",
+        line("targets/spin_barrier.c", "while (!flag)")
+    );
+    let (a, b) = flag.key();
+    assert!(
+        [a.as_str(), b.as_str()].contains(&sets.as_str())
+            && [a.as_str(), b.as_str()].contains(&spins.as_str()),
+        "{}",
+        flag.summary()
+    );
+    assert_ne!(flag.first.tid, flag.second.tid);
+    assert!(
+        flag.first.write != flag.second.write,
+        "one side writes, the other reads"
+    );
+    // Both stacks are there when the run records event stacks.
+    assert!(!flag.first.stack.is_empty() && !flag.second.stack.is_empty());
+    assert!(flag.second.stack.iter().any(
+        |f| f.function.as_deref() == Some("setter") || f.function.as_deref() == Some("spinner")
+    ));
+}
+
+#[test]
+fn fixed_variants_report_no_race_over_500_seeds() {
+    let m = manifest();
+    let mut jobs = Vec::new();
+    for e in &m.targets {
+        if e.name == "race_bank_4x25" {
+            continue;
+        }
+        for s in ["random", "pct:3"] {
+            jobs.push((e.name.clone(), s.to_string()));
+        }
+    }
+    par_map(&jobs, |(name, strategy)| {
+        let keys = race_keys(name, true, strategy, 500);
+        assert!(
+            keys.is_empty(),
+            "{name} fixed under {strategy} reports races: {keys:?}"
+        );
+    });
+}
+
+#[test]
+fn races_fail_makes_a_race_the_verdict_and_off_turns_detection_off() {
+    let e = entry("racy_counter");
+    let p = program(&e.source, false, Granularity::All);
+    let fail = run(
+        &p,
+        &RunConfig {
+            races: RaceMode::Fail,
+            ..config(&e, "random", 1)
+        },
+    );
+    assert_eq!(
+        fail.verdict.kind(),
+        "data-race",
+        "{}",
+        fail.verdict.summary()
+    );
+    let Verdict::Race(r) = &fail.verdict else {
+        unreachable!()
+    };
+    assert_eq!(r.object.as_deref(), Some("counter"));
+    assert!(
+        fail.verdict
+            .signature()
+            .starts_with("data-race@racy_counter.c:"),
+        "{}",
+        fail.verdict.signature()
+    );
+    let off = run(
+        &p,
+        &RunConfig {
+            races: RaceMode::Off,
+            ..config(&e, "random", 1)
+        },
+    );
+    assert!(off.races.is_empty());
+    // The CLI: a race verdict is a bug (exit 1) and replays.
+    let dir = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        "targets/racy_counter.c",
+        "--races",
+        "fail",
+        "--runs",
+        "20",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let path = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .expect("replay");
+    let replayed = heddle_out(&["replay", path]);
+    assert!(
+        text(&replayed.stdout).contains("replay reproduced"),
+        "{}",
+        text(&replayed.stderr)
+    );
+    assert_usage_error(
+        &heddle_out(&["run", "targets/racy_counter.c", "--races", "sometimes"]),
+        "unknown race mode",
+    );
+}
