@@ -53,41 +53,11 @@ impl SplitMix {
     }
 }
 
-/// `wasm_smith::Module::new(config, &mut arbitrary::Unstructured::new(data))`.
-///
-/// `arbitrary` is not a dev-dependency of `heddle` (only wasm-smith is, and
-/// wasm-smith does not re-export it), and Cargo.toml is not this file's to
-/// change, so the `Unstructured` is made from the byte slice by transmute:
-/// arbitrary 1.5's `Unstructured<'a>` is `struct { data: &'a [u8] }`, and
-/// `transmute` fails to compile unless both have the same size, which (one
-/// field) pins the field at offset 0. [`unstructured_layout_guard`] checks
-/// the result through the type's `Debug` output. Replace with
-/// `arbitrary::Unstructured::new` once `arbitrary = "1"` is a dev-dependency.
+/// A wasm-smith module from `data`, if the bytes make one.
 fn smith(cfg: &wasm_smith::Config, data: &[u8]) -> Option<Vec<u8>> {
-    // SAFETY: see above: a single-field wrapper of `&[u8]`, same size.
-    let mut u = unsafe { std::mem::transmute::<&[u8], _>(data) };
+    let mut u = arbitrary::Unstructured::new(data);
     let m = wasm_smith::Module::new(cfg.clone(), &mut u).ok()?;
     Some(m.to_bytes())
-}
-
-/// Checks the layout assumption of [`smith`]: the transmuted value prints as
-/// `Unstructured { data: [..the bytes..] }`.
-fn unstructured_layout_guard() {
-    fn debug_of(data: &[u8]) -> String {
-        // SAFETY: as in `smith`.
-        let mut u = unsafe { std::mem::transmute::<&[u8], _>(data) };
-        if false {
-            // Pins the type of `u` to wasm-smith's parameter type.
-            let _ = wasm_smith::Module::new(wasm_smith::Config::default(), &mut u);
-        }
-        format!("{u:?}")
-    }
-    let data: &[u8] = &[1, 2, 3, 250];
-    assert_eq!(
-        debug_of(data),
-        format!("Unstructured {{ data: {data:?} }}"),
-        "arbitrary::Unstructured's layout changed: add `arbitrary` as a dev-dependency"
-    );
 }
 
 fn smith_config() -> wasm_smith::Config {
@@ -361,7 +331,7 @@ fn fuzz_one(
     // modules use integer memory instructions (plain, atomic, bulk, futex)
     // and control flow only, so that those are dense.
     let mut variant = smith_cfg.clone();
-    variant.disallow_traps = seed % 2 == 0;
+    variant.disallow_traps = seed.is_multiple_of(2);
     if seed % 4 >= 2 {
         use wasm_smith::InstructionKind as K;
         variant.allowed_instructions = wasm_smith::InstructionKinds::new(&[
@@ -503,7 +473,6 @@ fn describe_difference(want: &Observed, got: &Observed) -> String {
 
 #[test]
 fn differential_fuzz_wasm_smith() {
-    unstructured_layout_guard();
     let started = std::time::Instant::now();
     let engine = fuzz_engine();
     let smith_cfg = smith_config();
@@ -761,7 +730,7 @@ fn futex_replacements_behave_like_the_originals() {
 /// runtime/hooks.rs adds the offset with `u32::wrapping_add`, so the
 /// notify below reaches address 4 and the run passes.
 #[test]
-#[ignore = "library bug: runtime/hooks.rs futex_addr wraps addr + offset at 32 bits"]
+
 fn heddle_runtime_futex_address_does_not_wrap() {
     use wasm_encoder::{Instruction as I, MemArg};
     let body = [
@@ -812,6 +781,10 @@ fn run_checked(p: &PlainProgram, args: &[String], what: &str) -> PlainOutcome {
     o
 }
 
+/// Seeds of heddle's own (deterministic) runtime used to find the outputs a
+/// fixed target can legitimately print.
+const OUTPUT_SEEDS: u64 = 200;
+
 #[test]
 fn bundled_fixed_targets_same_output_plain_and_instrumented() {
     let entries = manifest().targets;
@@ -836,31 +809,65 @@ fn bundled_fixed_targets_same_output_plain_and_instrumented() {
         .zip(programs.iter())
         .collect();
     let results = crate::common::par_map(&entries, |e| {
+        // Not every fixed target prints the same in every schedule
+        // (codeblock's `executed` is 0 or 42, depending on which thread
+        // goes first): the outputs heddle's runtime gives over many
+        // schedules are the legitimate ones.
+        let heddle_program = crate::common::program(&e.source, true, Granularity::All);
+        let mut allowed = std::collections::BTreeSet::new();
+        for seed in 0..OUTPUT_SEEDS {
+            let r = crate::common::run(&heddle_program, &crate::common::config(e, "random", seed));
+            allowed.insert(text(&r.stdout));
+        }
         let (orig, inst) = by_source[e.source.as_str()];
-        let mut lines = Vec::new();
+        let mut outputs = Vec::new();
         for round in 0..3 {
             let a = run_checked(orig, &e.args, &format!("{} original #{round}", e.name));
             let b = run_checked(inst, &e.args, &format!("{} instrumented #{round}", e.name));
             assert_eq!(
-                a.exit_code,
-                b.exit_code,
-                "{}: exit codes differ (stderr {:?} / {:?})",
+                (a.exit_code, b.exit_code),
+                (0, 0),
+                "{}: the fixed build should exit 0 (stderr {:?} / {:?})",
                 e.name,
                 text(&a.stderr),
                 text(&b.stderr)
             );
-            assert_eq!(
-                text(&a.stdout),
-                text(&b.stdout),
-                "{}: stdout differs",
-                e.name
-            );
-            assert_eq!(a.exit_code, 0, "{}: the fixed build should pass", e.name);
-            lines.push(text(&a.stdout));
+            for (what, o) in [("original", &a), ("instrumented", &b)] {
+                let out = text(&o.stdout);
+                assert!(
+                    allowed.contains(&out),
+                    "{} {what}: stdout {out:?} is none of heddle's {allowed:?}",
+                    e.name
+                );
+            }
+            if allowed.len() == 1 {
+                assert_eq!(
+                    text(&a.stdout),
+                    text(&b.stdout),
+                    "{}: stdout differs",
+                    e.name
+                );
+            }
+            outputs.push((text(&a.stdout), text(&b.stdout)));
         }
-        lines
+        (e.name.clone(), allowed.len(), outputs)
     });
-    assert_eq!(results.len(), entries.len());
+    for (name, n, outputs) in &results {
+        eprintln!(
+            "{name}: {n} legitimate output(s), plain runs printed {:?}",
+            outputs[0].0
+        );
+    }
+    let deterministic = results.iter().filter(|(_, n, _)| *n == 1).count();
+    assert!(
+        deterministic + 1 >= results.len(),
+        "more than one fixed target prints schedule-dependent output: {:?}",
+        results
+            .iter()
+            .filter(|(_, n, _)| *n > 1)
+            .map(|(name, n, _)| (name, n))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -1235,7 +1242,7 @@ fn own_stack_frame_accesses_are_not_sites_unless_the_frame_escapes() {
 /// the element accesses of a non-escaping stack array in a loop stay yield
 /// points.
 #[test]
-#[ignore = "library bug: stack.rs ignores frame addresses held in locals assigned inside a block"]
+
 fn own_frame_array_accesses_in_a_loop_are_not_sites() {
     let (_, inst) = stack_program();
     let local = access_sites(&inst.sites, "local_sum");
@@ -1359,7 +1366,7 @@ fn own_frame_access_through_a_top_level_local_is_not_a_site() {
 }
 
 #[test]
-#[ignore = "library bug: stack.rs ignores frame addresses held in locals assigned inside a block"]
+
 fn own_frame_access_through_a_local_set_in_a_loop_is_not_a_site() {
     let sites = frame_module_sites(true);
     assert!(sites.is_empty(), "{sites:#?}");

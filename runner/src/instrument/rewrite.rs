@@ -791,7 +791,7 @@ impl Emitter<'_> {
 
 /// Rewrites `bytes` according to `cfg`.
 pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo) -> Result<Output> {
-    let facts = scan(bytes)?;
+    let facts = scan(bytes).context("malformed WebAssembly module")?;
     let mut remap = Remap {
         imported_funcs: facts.imported_funcs,
     };
@@ -1224,7 +1224,8 @@ fn rewrite_body<'a>(
         }
         let depth = fv.control_stack_height();
         let access = frame.step(&op, arity, depth, class.and_then(|c| c.addr_use()));
-        fv.op(offset, &op)?;
+        fv.op(offset, &op)
+            .with_context(|| format!("invalid WebAssembly module: function {}", ctx.index))?;
         frame.sync_height(fv.operand_stack_height() as usize);
         ops.push((op, offset, access));
     }

@@ -50,9 +50,13 @@ pub struct FrameAnalysis {
     stack: Vec<Prov>,
     /// Per local: assignments seen.
     assigns: Vec<Vec<Prov>>,
-    /// Per local: assigned at the top level (dominates what follows).
-    defined_at_top: Vec<bool>,
-    /// Per local: read before any top-level assignment.
+    /// Per local: the control depth of the assignment that dominates the
+    /// code being analysed, if any. An assignment at depth `d` dominates
+    /// what follows it until the block at depth `d` ends (or reaches its
+    /// `else`): the same rule wasm uses for non-nullable locals.
+    defined: Vec<Option<u32>>,
+    /// Per local: read where no assignment dominates (it may be the
+    /// zero it starts with).
     read_early: Vec<bool>,
     escapes: Vec<Prov>,
     /// Per recorded access: provenance of the address(es).
@@ -67,7 +71,7 @@ impl FrameAnalysis {
             params,
             stack: Vec::new(),
             assigns: vec![Vec::new(); n],
-            defined_at_top: vec![false; n],
+            defined: vec![None; n],
             read_early: vec![false; n],
             escapes: Vec::new(),
             accesses: Vec::new(),
@@ -127,7 +131,7 @@ impl FrameAnalysis {
         match *op {
             Operator::LocalGet { local_index } => {
                 if let Some(slot) = self.read_early.get_mut(local_index as usize) {
-                    if !self.defined_at_top[local_index as usize] {
+                    if self.defined[local_index as usize].is_none() {
                         *slot = true;
                     }
                 }
@@ -140,12 +144,30 @@ impl FrameAnalysis {
                 let v = self.pop();
                 if let Some(a) = self.assigns.get_mut(local_index as usize) {
                     a.push(v);
-                    if depth == 1 {
-                        self.defined_at_top[local_index as usize] = true;
+                    let d = &mut self.defined[local_index as usize];
+                    if d.is_none() {
+                        *d = Some(depth);
                     }
                 }
                 if matches!(op, Operator::LocalTee { .. }) {
                     self.stack.push(v);
+                }
+            }
+            // Leaving a block (or reaching its `else`): assignments made in
+            // it no longer dominate. `depth` is the depth of that block.
+            Operator::End | Operator::Else => {
+                for d in &mut self.defined {
+                    if d.is_some_and(|d| d >= depth) {
+                        *d = None;
+                    }
+                }
+                let (pops, pushes) = arity.unwrap_or((self.stack.len() as u32, 0));
+                for _ in 0..pops {
+                    let v = self.pop();
+                    self.escape(v);
+                }
+                for _ in 0..pushes {
+                    self.stack.push(Prov::Other);
                 }
             }
             Operator::GlobalSet { global_index } => {
@@ -196,7 +218,6 @@ impl FrameAnalysis {
         let mut frame_local: Vec<bool> = (0..n)
             .map(|l| {
                 l as u32 >= self.params
-                    && self.defined_at_top[l]
                     && !self.read_early[l]
                     && !self.assigns[l].is_empty()
                     && self.assigns[l].iter().all(|p| p.derived())

@@ -192,9 +192,11 @@ fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
 }
 
 /// The effective address of a futex op at `site`.
-fn futex_addr(st: &RunState, site: u32, addr: u32) -> u32 {
+/// An effective address past 4 GiB is out of bounds (wasm computes it
+/// without wrapping).
+fn futex_addr(st: &RunState, site: u32, addr: u32) -> HostResult<u32> {
     let off = st.sites.site(site).map(|s| s.mem_offset).unwrap_or(0);
-    addr.wrapping_add(off as u32)
+    u32::try_from(addr as u64 + off).map_err(|_| Trap::MemoryOutOfBounds.into())
 }
 
 /// Blocks in a futex wait; returns 0 (woken) or 2 (timed out).
@@ -411,7 +413,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |mut caller: Caller<'_, ThreadCtx>,
          (site, addr, expected, timeout): (u32, u32, i32, i64)| {
             Box::new(async move {
-                let ea = futex_addr(&caller.data().run.get(), site, addr);
+                let ea = futex_addr(&caller.data().run.get(), site, addr)?;
                 if caller.data().started {
                     yield_async(
                         &mut caller,
@@ -441,7 +443,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |mut caller: Caller<'_, ThreadCtx>,
          (site, addr, expected, timeout): (u32, u32, i64, i64)| {
             Box::new(async move {
-                let ea = futex_addr(&caller.data().run.get(), site, addr);
+                let ea = futex_addr(&caller.data().run.get(), site, addr)?;
                 if caller.data().started {
                     yield_async(
                         &mut caller,
@@ -471,7 +473,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |mut caller: Caller<'_, ThreadCtx>, (site, addr, count): (u32, u32, u32)| {
             Box::new(async move {
                 let run = caller.data().run.clone();
-                let ea = futex_addr(&run.get(), site, addr);
+                let ea = futex_addr(&run.get(), site, addr)?;
                 if caller.data().started {
                     yield_async(
                         &mut caller,

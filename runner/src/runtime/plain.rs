@@ -15,8 +15,11 @@
 //!   that replaced `memory.atomic.wait*`/`notify` call wasmtime's own
 //!   [`SharedMemory::atomic_wait32`]/[`SharedMemory::atomic_wait64`]/
 //!   [`SharedMemory::atomic_notify`] with the same effective address the
-//!   original instruction would have used. So the instrumented module must
-//!   behave exactly like the original one; any difference is a rewriter bug.
+//!   original instruction would have used, `grow`/`size` really grow and
+//!   measure the memory, and the memory checker's allocator hooks pass the
+//!   allocator's arguments and result through unchanged (details in
+//!   [`add_noop_hooks`]). So the instrumented module must behave exactly like
+//!   the original one; any difference is a rewriter bug.
 //!
 //! The guest SDK (`heddle.*`) is provided with plain meanings (see
 //! [`add_sdk`]). Nothing in a run can exit or abort the host process: exits,
@@ -84,7 +87,8 @@ impl std::fmt::Display for ThreadExit {
 impl std::error::Error for ThreadExit {}
 
 /// How the host functions of [`add_noop_hooks`] and [`add_sdk`] find the
-/// calling instance's linear memory (for futex operations and C strings):
+/// calling instance's linear memory (for futex operations, `memory.grow`/
+/// `memory.size` and C strings):
 /// plain runs return their `SharedMemory`, other embedders may look up an
 /// export. A plain `fn` pointer so that it is `Copy + Send + Sync`.
 pub type MemoryFn<T> = fn(&mut Caller<'_, T>) -> Option<Extern>;
@@ -294,7 +298,7 @@ impl PlainProgram {
             .spawn(move || {
                 let _live = LiveGuard(main_run.clone());
                 let r = start.call(&mut store, ());
-                main_run.thread_returned(0, r.map(|()| ()));
+                main_run.thread_returned(0, r);
             });
         if let Err(e) = spawned {
             run.thread_stopped();
@@ -593,7 +597,7 @@ fn check_futex_addr(ea: u64, size: u64, len: u64) -> Result<(), Trap> {
 }
 
 fn no_memory() -> wasmtime::Error {
-    wasmtime::Error::msg("heddle_rt futex hook: the calling instance has no memory")
+    wasmtime::Error::msg("heddle_rt hook: the calling instance has no memory")
 }
 
 /// Defines every `heddle_rt.*` import of an instrumented module with host
@@ -608,6 +612,11 @@ fn no_memory() -> wasmtime::Error {
 ///   `memory` returns: on a shared memory with wasmtime's real atomics (they
 ///   block the OS thread), on a non-shared memory with wasm's semantics
 ///   (`notify` returns 0, `wait` traps);
+/// * the memory checker's allocator hooks change nothing: `alloc_arg(i)`
+///   returns the i-th argument given to the preceding `alloc_args`,
+///   `alloc_post` returns the allocator's result;
+/// * `grow(delta)` and `size()` do what the `memory.grow`/`memory.size` they
+///   replaced do, on that memory (old size or -1; size in pages);
 /// * `call_catching(arg, fn)` calls `fn` of the exported `heddle_table` with
 ///   `arg`, and turns a [`ThreadExit`] into the return value (restoring
 ///   `heddle_sp`), as heddle's runtime does.
@@ -707,6 +716,41 @@ pub fn add_noop_hooks<T: 'static>(
 
     linker.func_wrap(
         m,
+        RtImport::AllocArgs.name(),
+        |_site: u32, a0: i32, a1: i32, a2: i32| ALLOC_ARGS.with(|c| c.set([a0, a1, a2])),
+    )?;
+    linker.func_wrap(m, RtImport::AllocArg.name(), |i: u32| -> i32 {
+        ALLOC_ARGS.with(|c| c.get().get(i as usize).copied().unwrap_or(0))
+    })?;
+    linker.func_wrap(m, RtImport::AllocPost.name(), |_site: u32, result: i32| {
+        result
+    })?;
+    linker.func_wrap(
+        m,
+        RtImport::Grow.name(),
+        move |mut caller: Caller<'_, T>, delta: u32| -> wasmtime::Result<i32> {
+            let old = match memory(&mut caller) {
+                Some(Extern::SharedMemory(sm)) => sm.grow(delta as u64),
+                Some(Extern::Memory(mem)) => mem.grow(&mut caller, delta as u64),
+                _ => return Err(no_memory()),
+            };
+            Ok(old.map(|p| p as i32).unwrap_or(-1))
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        RtImport::Size.name(),
+        move |mut caller: Caller<'_, T>| -> wasmtime::Result<i32> {
+            match memory(&mut caller) {
+                Some(Extern::SharedMemory(sm)) => Ok(sm.size() as i32),
+                Some(Extern::Memory(mem)) => Ok(mem.size(&caller) as i32),
+                _ => Err(no_memory()),
+            }
+        },
+    )?;
+
+    linker.func_wrap(
+        m,
         RtImport::CallCatching.name(),
         |mut caller: Caller<'_, T>, arg: i32, func: u32| -> wasmtime::Result<i32> {
             let table = caller
@@ -740,6 +784,13 @@ pub fn add_noop_hooks<T: 'static>(
         },
     )?;
     Ok(())
+}
+
+thread_local! {
+    /// The arguments of the allocator call a guest thread is making
+    /// (`alloc_args` then `alloc_arg`, with nothing in between: a wasm call
+    /// never leaves the OS thread, and each plain guest thread has its own).
+    static ALLOC_ARGS: std::cell::Cell<[i32; 3]> = const { std::cell::Cell::new([0; 3]) };
 }
 
 /// Reads a NUL-terminated string (at most 4 KiB) at `addr`.
