@@ -44,8 +44,8 @@ mod tests {
         assert_eq!(edit_distance("balance", "balnce"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(
-            nearest("balnce", &["x", "balance", "lock_a"], 2),
-            vec!["balance", "x"]
+            nearest("balnce", &["lock_a", "balance", "balances"], 2),
+            vec!["balance", "balances"]
         );
     }
 }
