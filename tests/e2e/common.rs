@@ -53,7 +53,8 @@ pub fn target_module(source: &str, fixed: bool) -> Vec<u8> {
 
 /// A compiled program, shared between tests of this process.
 pub fn program(source: &str, fixed: bool, granularity: Granularity) -> Arc<Program> {
-    static CACHE: OnceLock<Mutex<BTreeMap<(String, bool, String), Arc<Program>>>> = OnceLock::new();
+    type Programs = Mutex<BTreeMap<(String, bool, String), Arc<Program>>>;
+    static CACHE: OnceLock<Programs> = OnceLock::new();
     let key = (source.to_string(), fixed, granularity.to_string());
     let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
     if let Some(p) = cache.lock().unwrap().get(&key) {
