@@ -49,7 +49,7 @@ use std::fs;
 
 pub use dwarf::{DebugInfo, Frame, Loc};
 pub use rewrite::RtImport;
-pub use sites::{FuncInfo, Site, SiteId, SiteKind, SiteTable, Symbol};
+pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
 pub const INSTRUMENTER_VERSION: u32 = 7;

@@ -137,6 +137,16 @@ impl Site {
     }
 }
 
+/// The per-site facts the runtime needs at every yield point, packed
+/// (the hot path must not chase the full [`Site`] with its strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteInfo {
+    pub kind: SiteKind,
+    pub atomic: bool,
+    pub size: u32,
+    pub mem_offset: u64,
+}
+
 /// A run of instrumented code offsets: instrumented `[start, next run's
 /// start)` maps to original `orig + (x - start)`, or to `orig` itself when
 /// `fixed` (code heddle inserted before an original instruction).
@@ -196,6 +206,19 @@ pub struct Symbol {
 impl SiteTable {
     pub fn site(&self, id: SiteId) -> Option<&Site> {
         self.sites.get(id as usize)
+    }
+
+    /// [`SiteInfo`] for every site, by id.
+    pub fn compact(&self) -> Vec<SiteInfo> {
+        self.sites
+            .iter()
+            .map(|s| SiteInfo {
+                kind: s.kind,
+                atomic: s.atomic,
+                size: s.size,
+                mem_offset: s.mem_offset,
+            })
+            .collect()
     }
 
     /// The original module offset for an offset in the instrumented module.

@@ -215,46 +215,96 @@ impl Detector {
         }
     }
 
-    fn ordered(&self, a: &Access, t: Tid) -> bool {
-        a.tid == t || a.clock <= self.threads[t as usize].get(a.tid)
-    }
-
     /// A plain access; returns the first race it completes, if any.
-    pub fn access(&mut self, t: Tid, addr: u32, len: u32, write: bool, site: SiteId, step: u64) -> Option<Race> {
+    #[inline]
+    pub fn access(
+        &mut self,
+        t: Tid,
+        addr: u32,
+        len: u32,
+        write: bool,
+        site: SiteId,
+        step: u64,
+    ) -> Option<Race> {
         if len == 0 {
             return None;
         }
-        let clock = self.thread(t).get(t);
-        let me = Access { tid: t, clock, site, step, write };
+        self.thread(t);
         let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
-        let words: Vec<u32> = if last - first < MAX_WORDS {
-            (first..=last).collect()
+        // Long copies are checked at their ends only.
+        let stride = if last - first < MAX_WORDS {
+            1
         } else {
-            vec![first, last]
+            (last - first).max(1)
         };
         let mut race = None;
-        for w in words {
-            let state = self.vars.remove(&w).unwrap_or_default();
-            if race.is_none() {
-                if let Some(prev) = state.write.filter(|p| !self.ordered(p, t)) {
-                    race = Some(Race { addr: w << 2, first: prev, second: me });
-                } else if write {
-                    if let Some(prev) = state.reads.iter().find(|r| !self.ordered(r, t)) {
-                        race = Some(Race { addr: w << 2, first: *prev, second: me });
-                    }
-                }
+        let mut w = first;
+        loop {
+            if let Some(r) = self.access_word(t, w, write, site, step) {
+                race.get_or_insert(r);
             }
-            let mut state = state;
-            if write {
-                state.write = Some(me);
-                state.reads.clear();
-            } else {
-                match state.reads.iter_mut().find(|r| r.tid == t) {
-                    Some(r) => *r = me,
-                    None => state.reads.push(me),
-                }
+            match w.checked_add(stride) {
+                Some(n) if n <= last => w = n,
+                _ => break,
             }
-            self.vars.insert(w, state);
+        }
+        race
+    }
+
+    fn access_word(
+        &mut self,
+        t: Tid,
+        w: u32,
+        write: bool,
+        site: SiteId,
+        step: u64,
+    ) -> Option<Race> {
+        let tc = &self.threads[t as usize];
+        let clock = tc.get(t);
+        let me = Access {
+            tid: t,
+            clock,
+            site,
+            step,
+            write,
+        };
+        let ordered = |a: &Access| a.tid == t || a.clock <= tc.get(a.tid);
+        let state = self.vars.entry(w).or_default();
+        // Fast path: this thread already wrote the word in this epoch.
+        if let Some(prev) = &state.write {
+            if prev.tid == t && prev.clock == clock && state.reads.is_empty() {
+                if write {
+                    state.write = Some(me);
+                } else {
+                    state.reads.push(me);
+                }
+                return None;
+            }
+        }
+        let mut race = None;
+        if let Some(prev) = state.write.filter(|p| !ordered(p)) {
+            race = Some(Race {
+                addr: w << 2,
+                first: prev,
+                second: me,
+            });
+        } else if write {
+            if let Some(prev) = state.reads.iter().find(|r| !ordered(r)) {
+                race = Some(Race {
+                    addr: w << 2,
+                    first: *prev,
+                    second: me,
+                });
+            }
+        }
+        if write {
+            state.write = Some(me);
+            state.reads.clear();
+        } else {
+            match state.reads.iter_mut().find(|r| r.tid == t) {
+                Some(r) => *r = me,
+                None => state.reads.push(me),
+            }
         }
         race
     }
@@ -272,7 +322,10 @@ mod tests {
         // Thread 1 writes, thread 2 reads with no synchronisation: a race.
         assert!(d.access(1, 100, 4, true, 7, 1).is_none());
         let r = d.access(2, 100, 4, false, 8, 2).expect("race");
-        assert_eq!((r.first.tid, r.first.site, r.second.tid, r.second.site), (1, 7, 2, 8));
+        assert_eq!(
+            (r.first.tid, r.first.site, r.second.tid, r.second.site),
+            (1, 7, 2, 8)
+        );
         // Through an atomic flag: release by 1, acquire by 2, then ordered.
         assert!(d.access(1, 200, 4, true, 9, 3).is_none());
         d.release(1, 300);
@@ -294,7 +347,10 @@ mod tests {
         d.spawn(0, 1);
         assert!(d.access(0, 8, 4, false, 1, 1).is_none());
         assert!(d.access(1, 8, 4, false, 2, 2).is_none());
-        assert!(d.access(1, 8, 4, true, 3, 3).is_some(), "write after an unordered read");
+        assert!(
+            d.access(1, 8, 4, true, 3, 3).is_some(),
+            "write after an unordered read"
+        );
         d.reset(0, 64);
         assert!(d.access(0, 8, 4, true, 4, 4).is_none());
         // A wake orders the notifier's past before the woken thread.

@@ -100,7 +100,7 @@ fn note_stack(caller: &Caller<'_, ThreadCtx>) {
 /// recycled memory may be physically larger) traps here, as it would in wasm.
 #[inline]
 fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> HostResult<Pending> {
-    let Some(s) = st.sites.sites.get(site as usize) else {
+    let Some(s) = st.info.get(site as usize) else {
         return Ok(Pending {
             site: NO_SITE,
             kind: EventKind::Call,
@@ -195,7 +195,7 @@ fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
 /// An effective address past 4 GiB is out of bounds (wasm computes it
 /// without wrapping).
 fn futex_addr(st: &RunState, site: u32, addr: u32) -> HostResult<u32> {
-    let off = st.sites.site(site).map(|s| s.mem_offset).unwrap_or(0);
+    let off = st.info.get(site as usize).map(|s| s.mem_offset).unwrap_or(0);
     u32::try_from(addr as u64 + off).map_err(|_| Trap::MemoryOutOfBounds.into())
 }
 
@@ -306,19 +306,26 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         m,
         RtImport::Access.name(),
         |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32| -> HostResult<i32> {
+            // The hot path: one borrow of the run state, no allocation.
             let ctx = caller.data();
             if !ctx.started {
                 return Ok(0);
             }
-            note_stack(&caller);
             let mut st = ctx.run.get();
+            if st.limits.event_stacks {
+                drop(st);
+                note_stack(&caller);
+                st = ctx.run.get();
+            }
             let p = access_event(&st, site, addr, None)?;
             match st.yield_point(ctx.tid, p) {
-                Ok(false) => {
-                    drop(st);
-                    check_pending(&caller)?;
-                    Ok(0)
-                }
+                Ok(false) => match st.check_access(&p) {
+                    None => Ok(0),
+                    Some((kind, block)) => {
+                        drop(st);
+                        Err(memory_error(&caller, kind, p.addr, p.site, block))
+                    }
+                },
                 Ok(true) => Ok(1),
                 Err(_) => Err(end_err()),
             }

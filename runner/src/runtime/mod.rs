@@ -181,6 +181,7 @@ pub struct Program {
     /// Zeroed memories of finished runs.
     spare_memories: Mutex<Vec<SharedMemory>>,
     pub sites: Arc<SiteTable>,
+    site_info: Arc<[instrument::SiteInfo]>,
     original: Arc<Vec<u8>>,
     debug: Mutex<Option<DebugInfo>>,
     mem_pages: (u32, u32),
@@ -259,6 +260,7 @@ impl Program {
             linker,
             spare_linkers: Mutex::new(Vec::new()),
             spare_memories: Mutex::new(Vec::new()),
+            site_info: inst.sites.compact().into(),
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
             debug: Mutex::new(None),
@@ -405,6 +407,7 @@ impl Program {
             memory.clone(),
             self.mem_pages,
             self.sites.clone(),
+            self.site_info.clone(),
             sched,
             limits,
             cfg.seed,

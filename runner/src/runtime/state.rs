@@ -5,7 +5,7 @@
 //! this state is only ever touched by the thread that is running: the cell
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
-use crate::instrument::{SiteId, SiteTable};
+use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::{Detector, Race};
 use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
@@ -409,6 +409,8 @@ pub struct RunState {
     pub outcome: Option<Outcome>,
     pub memory: SharedMemory,
     pub sites: Arc<SiteTable>,
+    /// `sites` packed for the hot path.
+    pub info: Arc<[SiteInfo]>,
     pub limits: Limits,
     budget_rng: Rng,
     /// Step of the last write to each (hashed) word, for spin detection.
@@ -459,6 +461,7 @@ impl RunState {
         memory: SharedMemory,
         pages: (u32, u32),
         sites: Arc<SiteTable>,
+        info: Arc<[SiteInfo]>,
         mut sched: Scheduler,
         limits: Limits,
         seed: u64,
@@ -483,6 +486,7 @@ impl RunState {
             outcome: None,
             memory,
             sites,
+            info,
             limits,
             budget_rng: Rng::new(seed, STREAM_BUDGET),
             write_stamp: vec![0; STAMP_SLOTS],
@@ -571,9 +575,9 @@ impl RunState {
             }
             // Out of budget at a loop header: a loop without yield points.
             EventKind::Budget => self
-                .sites
-                .site(p.site)
-                .is_some_and(|s| s.kind == crate::instrument::SiteKind::BackEdge),
+                .info
+                .get(p.site as usize)
+                .is_some_and(|s| s.kind == SiteKind::BackEdge),
             _ => false,
         };
         th.pending = p;
@@ -663,7 +667,9 @@ impl RunState {
                 ),
             }));
         }
-        self.fire_timers();
+        if !self.timers.is_empty() {
+            self.fire_timers();
+        }
         Ok(())
     }
 
@@ -856,7 +862,7 @@ impl RunState {
 
     /// Happens-before bookkeeping for `tid` executing `p`.
     fn happens_before(&mut self, tid: Tid, p: Pending) {
-        let atomic = self.sites.site(p.site).is_some_and(|s| s.atomic);
+        let atomic = self.info.get(p.site as usize).is_some_and(|s| s.atomic);
         let step = self.steps;
         let Some(hb) = self.hb.as_mut() else { return };
         let race = match p.kind {
