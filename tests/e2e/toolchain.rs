@@ -1195,3 +1195,97 @@ fn second_install_does_no_work() {
         stamp.display()
     );
 }
+
+/// A wasi-sdk layout assembled from the installed Debian parts: `bin/clang`
+/// wrappers (adding the resource dir wasi-sdk's own clang would not need),
+/// `llvm-ar`, `share/wasi-sysroot` and a `VERSION` file.
+fn fake_wasi_sdk(version: &str) -> tempfile::TempDir {
+    let tc = toolchain();
+    let dir = tempdir();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let resource = tc
+        .resource_dir
+        .as_ref()
+        .expect("Debian toolchain has a resource dir");
+    for (name, real) in [("clang", &tc.clang), ("clang++", &tc.clangxx)] {
+        let script = format!(
+            "#!/bin/sh\nexec {} -resource-dir={} \"$@\"\n",
+            real.display(),
+            resource.display()
+        );
+        let path = bin.join(name);
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink(&tc.ar, bin.join("llvm-ar")).unwrap();
+    std::fs::create_dir_all(dir.path().join("share")).unwrap();
+    std::os::unix::fs::symlink(&tc.sysroot, dir.path().join("share/wasi-sysroot")).unwrap();
+    std::fs::write(
+        dir.path().join("VERSION"),
+        format!("{version}\nwasi-libc: test\n"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_wasi_sdk_named_by_wasi_sdk_path_is_used() {
+    let sdk = fake_wasi_sdk("25.0");
+    let with_sdk = |args: &[&str]| {
+        heddle()
+            .env("WASI_SDK_PATH", sdk.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let doctor = with_sdk(&["toolchain", "doctor"]);
+    let out = text(&doctor.stdout);
+    assert!(
+        out.contains(&format!(
+            "wasi-sdk at WASI_SDK_PATH={}",
+            sdk.path().display()
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains("clang-19"),
+        "the Debian components are not consulted: {out}"
+    );
+    let module = sdk.path().join("race_bank.wasm");
+    let cc = with_sdk(&["cc", "targets/race_bank.c", "-o", module.to_str().unwrap()]);
+    assert_eq!(cc.status.code(), Some(0), "{}", text(&cc.stderr));
+    let bytes = std::fs::read(&module).unwrap();
+    heddle::modinfo::ModuleInfo::parse(&bytes)
+        .unwrap()
+        .check_runnable()
+        .unwrap();
+    let run = heddle_out(&[
+        "fuzz",
+        module.to_str().unwrap(),
+        "--runs",
+        "50",
+        "--out",
+        sdk.path().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "the lost update is found: {}",
+        text(&run.stdout)
+    );
+    // Too old for threads.
+    let old = fake_wasi_sdk("21.0");
+    let doctor = heddle()
+        .env("WASI_SDK_PATH", old.path())
+        .args(["toolchain", "doctor"])
+        .output()
+        .unwrap();
+    assert_eq!(doctor.status.code(), Some(1));
+    assert!(
+        text(&doctor.stdout).contains("wasi-sdk 21.0 is too old"),
+        "{}",
+        text(&doctor.stdout)
+    );
+}
