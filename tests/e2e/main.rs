@@ -9,6 +9,8 @@ mod core;
 mod explore;
 mod instrument;
 mod memcheck;
+mod plans;
 mod races;
+mod strategies;
 mod report;
 mod toolchain;

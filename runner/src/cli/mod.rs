@@ -4,9 +4,11 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+pub mod compare;
 pub mod explore;
 pub mod fuzz;
 mod instrument;
+pub mod plan;
 pub mod run;
 pub mod show;
 mod targets;
@@ -48,6 +50,12 @@ enum Cmd {
     Replay(fuzz::ReplayArgs),
     /// Enumerate schedules systematically (bounded or exhaustive).
     Explore(explore::ExploreArgs),
+    /// Compare scheduling strategies on a set of targets.
+    Compare(compare::CompareArgs),
+    /// Run a schedule plan (ordering and state constraints) against a target.
+    Plan(plan::PlanArgs),
+    /// Observe shared accesses, lock sets and conflicting pairs over random runs.
+    Observe(plan::ObserveArgs),
     /// Replay a run and draw its interleaving.
     Show(show::ShowArgs),
     /// Find a schedule with the fewest preemptions that gives the same verdict.
@@ -114,6 +122,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Replay(a) => fuzz::replay_cmd(a),
         Cmd::Explore(a) => explore::explore_cmd(a),
         Cmd::Show(a) => show::show_cmd(a),
+        Cmd::Compare(a) => compare::compare_cmd(a),
+        Cmd::Plan(a) => plan::plan_cmd(a),
+        Cmd::Observe(a) => plan::observe_cmd(a),
         Cmd::Minimize(a) => show::minimize_cmd(a),
         Cmd::Instrument(a) => instrument::instrument_cmd(a),
         Cmd::Sites(a) => instrument::sites_cmd(a),

@@ -1,0 +1,1 @@
+//! Shared-access observation (`heddle observe`).

@@ -1,0 +1,1 @@
+//! Schedule plans (REINS-style): ordering and state constraints over events.

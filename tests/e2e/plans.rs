@@ -1,0 +1,1 @@
+//! Tests: plans and observation.

@@ -1,0 +1,1 @@
+//! Tests: strategies and the comparison harness.
