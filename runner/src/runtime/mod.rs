@@ -158,6 +158,8 @@ pub struct RunResult {
     pub observed: Vec<Observed>,
     /// Data races found (one per pair of sites), with `races` on.
     pub races: Vec<crate::verdict::RaceReport>,
+    /// Yield-point sites the run reached, as a bitset by site id.
+    pub sites_hit: Vec<u64>,
 }
 
 impl RunResult {
@@ -589,6 +591,7 @@ impl Program {
             event_stacks,
             observed: Vec::new(),
             races,
+            sites_hit: std::mem::take(&mut st.hit),
         })
     }
 

@@ -446,6 +446,8 @@ pub struct RunState {
     race_pairs: BTreeSet<(SiteId, SiteId)>,
     /// `pthread_t` values of threads created in user code.
     pub handles: BTreeMap<u32, Tid>,
+    /// Sites reached at least once (a bitset by site id): coverage.
+    pub hit: Vec<u64>,
     /// With diagnostics: stacks of each block's allocation and free.
     pub alloc_stacks: BTreeMap<u32, Vec<RawFrame>>,
     pub free_stacks: BTreeMap<u32, Vec<RawFrame>>,
@@ -468,6 +470,7 @@ impl RunState {
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
+        let sites_count = info.len();
         let memcheck = sites.memcheck;
         let null_limit = if memcheck {
             sites.data_start.min(1024)
@@ -507,6 +510,7 @@ impl RunState {
             races: Vec::new(),
             race_pairs: BTreeSet::new(),
             handles: BTreeMap::new(),
+            hit: vec![0; sites_count.div_ceil(64)],
             alloc_stacks: BTreeMap::new(),
             free_stacks: BTreeMap::new(),
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
@@ -581,6 +585,9 @@ impl RunState {
             _ => false,
         };
         th.pending = p;
+        if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+            *w |= 1 << (p.site & 63);
+        }
         if p.kind.writes() {
             self.write_stamp[Self::hash_slot(p.addr)] = steps;
         }
