@@ -22,6 +22,10 @@ pub struct BlockedThread {
     /// Locks it holds, with the line where it took each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<HeldLock>,
+    /// The call it waits in: the user-code lock, condition-variable or join
+    /// call when there is one (`file:line`), else the waiting instruction.
+    #[serde(default)]
+    pub waits_at: String,
     /// Where it waits, innermost first (empty unless stacks were captured).
     pub stack: Vec<Frame>,
 }
@@ -222,7 +226,15 @@ impl Verdict {
             Verdict::Trap { trap, stack, .. } => format!("trap:{trap}@{}", top_user(stack)),
             Verdict::Exit { code, .. } => format!("exit:{code}"),
             Verdict::Deadlock { threads } => {
-                let mut at: Vec<String> = threads.iter().map(|t| top_user(&t.stack)).collect();
+                // From what every run knows (not from stacks, which only
+                // diagnostic runs capture), so fast and detailed runs agree.
+                let mut at: Vec<String> = threads
+                    .iter()
+                    .map(|t| match &t.object {
+                        Some(o) => format!("{o} at {}", t.waits_at),
+                        None => t.waits_at.clone(),
+                    })
+                    .collect();
                 at.sort();
                 at.dedup();
                 format!("deadlock@{}", at.join("|"))

@@ -700,6 +700,7 @@ impl Program {
                             site: self.site_text(site),
                         })
                         .collect(),
+                    waits_at: self.site_text(t.wants.map(|(_, s)| s).unwrap_or(t.block_site)),
                     stack,
                 });
             }

@@ -597,7 +597,9 @@ impl RunState {
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
         match p.kind {
-            EventKind::Lock => self.threads[tid as usize].wants = Some((p.addr, p.site)),
+            EventKind::Lock | EventKind::Join => {
+                self.threads[tid as usize].wants = Some((p.addr, p.site))
+            }
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
         }
