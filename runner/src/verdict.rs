@@ -121,7 +121,10 @@ impl RaceReport {
     }
 
     pub fn summary(&self) -> String {
-        let what = self.object.clone().unwrap_or_else(|| format!("{:#x}", self.addr));
+        let what = self
+            .object
+            .clone()
+            .unwrap_or_else(|| format!("{:#x}", self.addr));
         let rw = |w: bool| if w { "write" } else { "read" };
         format!(
             "data race on {what}: {} by thread {} at {} ({}) and {} by thread {} at {} ({})",
@@ -245,11 +248,15 @@ impl Verdict {
                 format!("data-race@{a}|{b}")
             }
             Verdict::Memory(m) => {
+                // The access stack is always captured; allocation and free
+                // stacks only in diagnostic runs, so their call sites are used.
                 let mut s = format!("{}@{}", m.error, top_user(&m.stack));
-                if let Some(f) = m.free_where() {
-                    s.push_str(&format!(" freed@{f}"));
-                } else if let Some(a) = m.alloc_where() {
-                    s.push_str(&format!(" alloc@{a}"));
+                match &m.block {
+                    Some(b) if b.free_site.is_some() => {
+                        s.push_str(&format!(" freed@{}", b.free_site.as_deref().unwrap_or("?")))
+                    }
+                    Some(b) => s.push_str(&format!(" alloc@{}", b.alloc_site)),
+                    None => {}
                 }
                 s
             }

@@ -232,7 +232,7 @@ fn uaf_publish_names_the_freeing_and_the_using_line() {
         "{sig}"
     );
     assert!(
-        sig.contains(&format!("freed@producer (uaf_publish.c:{free_line})")),
+        sig.contains(&format!("freed@uaf_publish.c:{free_line}")),
         "{sig}"
     );
     assert!(!sig.contains("0x"), "{sig}");
