@@ -11,6 +11,6 @@ mod instrument;
 mod memcheck;
 mod plans;
 mod races;
-mod strategies;
 mod report;
+mod strategies;
 mod toolchain;

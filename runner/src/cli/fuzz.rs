@@ -5,14 +5,14 @@ use super::{EXIT_BUG, EXIT_OK};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched;
 use crate::trace::replay::{ModuleRef, ReplayFile, RunSpec, ScheduleRecord, VerdictRecord, FORMAT};
+use crate::verdict::RaceReport;
 use crate::{paths, target};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use crate::verdict::RaceReport;
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
 

@@ -137,7 +137,10 @@ pub fn print_races(program: &Program, cfg: &RunConfig, r: &RunResult) -> Result<
     }
     let detailed;
     let races = if r.races.iter().all(|x| x.first.stack.is_empty()) {
-        detailed = program.run(&RunConfig { event_stacks: true, ..cfg.clone() })?;
+        detailed = program.run(&RunConfig {
+            event_stacks: true,
+            ..cfg.clone()
+        })?;
         &detailed.races
     } else {
         &r.races
@@ -147,7 +150,10 @@ pub fn print_races(program: &Program, cfg: &RunConfig, r: &RunResult) -> Result<
         for (label, side) in [("first", &race.first), ("second", &race.second)] {
             for f in side.stack.iter().take(6) {
                 let loc = f.loc.as_ref().map(|l| l.short()).unwrap_or_default();
-                println!("    {label:<6} {} {loc}", f.function.as_deref().unwrap_or("?"));
+                println!(
+                    "    {label:<6} {} {loc}",
+                    f.function.as_deref().unwrap_or("?")
+                );
             }
         }
     }

@@ -111,7 +111,8 @@ impl Config {
     /// A canonical one-line description (part of cache keys and replay files).
     /// Whether the memory checker is on.
     pub fn memcheck(&self) -> bool {
-        self.memcheck.unwrap_or(self.granularity == Granularity::All)
+        self.memcheck
+            .unwrap_or(self.granularity == Granularity::All)
     }
 
     pub fn describe(&self) -> String {

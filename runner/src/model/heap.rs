@@ -194,7 +194,13 @@ impl Heap {
             return Ok(());
         }
         let end = addr.saturating_add(len);
-        let bad = |b: Block| if b.free.is_some() { Fault::UseAfterFree(b) } else { Fault::HeapOverflow(b) };
+        let bad = |b: Block| {
+            if b.free.is_some() {
+                Fault::UseAfterFree(b)
+            } else {
+                Fault::HeapOverflow(b)
+            }
+        };
         if let Some(b) = self.containing(addr) {
             if b.free.is_some() || addr < b.start || end > b.end() {
                 return Err(bad(b));

@@ -195,7 +195,11 @@ fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
 /// An effective address past 4 GiB is out of bounds (wasm computes it
 /// without wrapping).
 fn futex_addr(st: &RunState, site: u32, addr: u32) -> HostResult<u32> {
-    let off = st.info.get(site as usize).map(|s| s.mem_offset).unwrap_or(0);
+    let off = st
+        .info
+        .get(site as usize)
+        .map(|s| s.mem_offset)
+        .unwrap_or(0);
     u32::try_from(addr as u64 + off).map_err(|_| Trap::MemoryOutOfBounds.into())
 }
 

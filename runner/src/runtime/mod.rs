@@ -626,7 +626,10 @@ impl Program {
         let mut stack = self.symbolize(&m.stack);
         if stack.is_empty() {
             if let Some(s) = self.sites.site(m.site) {
-                stack.push(Frame { function: Some(s.func_name.clone()), loc: s.loc.clone() });
+                stack.push(Frame {
+                    function: Some(s.func_name.clone()),
+                    loc: s.loc.clone(),
+                });
             }
         }
         crate::verdict::MemoryVerdict {

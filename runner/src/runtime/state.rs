@@ -893,11 +893,16 @@ impl RunState {
                 None
             }
             EventKind::Read => hb.access(tid, p.addr, p.len, false, p.site, step),
-            EventKind::Write | EventKind::Copy | EventKind::Fill => hb.access(tid, p.addr, p.len, true, p.site, step),
+            EventKind::Write | EventKind::Copy | EventKind::Fill => {
+                hb.access(tid, p.addr, p.len, true, p.site, step)
+            }
             _ => None,
         };
         if let Some(r) = race {
-            let pair = (r.first.site.min(r.second.site), r.first.site.max(r.second.site));
+            let pair = (
+                r.first.site.min(r.second.site),
+                r.first.site.max(r.second.site),
+            );
             if self.race_pairs.insert(pair) {
                 self.races.push(r);
                 if self.limits.races == RaceMode::Fail {
@@ -927,7 +932,9 @@ impl RunState {
             Some(SiteKind::ThreadCreate) => {
                 // `addr` is the `pthread_t *` argument.
                 if ret == 0 {
-                    if let (Some(h), Some(child)) = (self.read_le(addr, 4), self.threads[tid as usize].last_child) {
+                    if let (Some(h), Some(child)) =
+                        (self.read_le(addr, 4), self.threads[tid as usize].last_child)
+                    {
                         self.handles.insert(h as u32, child);
                     }
                 }
