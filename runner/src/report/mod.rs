@@ -1,1 +1,181 @@
-//! Failure reports people and machines can read (`heddle show`).
+//! Failure reports people and machines can read (`heddle show`, the HTML
+//! report `fuzz` writes next to each replay file, `--format json`,
+//! `--junit`), and schedule minimisation (`heddle minimize`).
+//!
+//! Everything drawn for people starts from a [`timeline::Timeline`], built
+//! from one run recorded with events and event stacks:
+//! - [`diagram`]: the interleaving diagram (one column per thread);
+//! - [`deadlock`]: the wait-for cycle of a deadlock;
+//! - [`html`]: one self-contained HTML page with a swimlane timeline.
+//!
+//! For machines: [`json`] (the versioned schema of `docs/report-schema.json`,
+//! checked by [`schema`]) and [`junit`].
+
+pub mod deadlock;
+pub mod diagram;
+pub mod html;
+pub mod json;
+pub mod junit;
+pub mod minimize;
+pub mod schema;
+pub mod source;
+pub mod timeline;
+
+use crate::runtime::{Program, RunConfig, RunResult};
+use crate::verdict::Verdict;
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use timeline::Timeline;
+
+/// What a report says about the run besides its events.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// The target as the user named it.
+    pub target: String,
+    pub seed: u64,
+    pub strategy: String,
+    pub steps: u64,
+    pub decisions: usize,
+    pub threads: u32,
+    pub preemptions: u64,
+    /// The command that replays the run (`heddle replay …`).
+    pub replay_command: Option<String>,
+    /// Settings worth showing (`args`, `instrumentation`, limits, …).
+    pub config: Vec<(String, String)>,
+}
+
+impl RunInfo {
+    pub fn new(target: &str, cfg: &RunConfig, r: &RunResult) -> RunInfo {
+        RunInfo {
+            target: target.to_string(),
+            seed: cfg.seed,
+            strategy: r.strategy.clone(),
+            steps: r.steps,
+            decisions: r.decisions.len(),
+            threads: r.threads,
+            preemptions: r.preemptions,
+            replay_command: None,
+            config: vec![
+                ("args".into(), format!("{:?}", cfg.args)),
+                ("seed".into(), cfg.seed.to_string()),
+                ("strategy".into(), r.strategy.clone()),
+                ("max_steps".into(), cfg.max_steps.to_string()),
+                (
+                    "max_time_ms".into(),
+                    (cfg.max_time_ns / 1_000_000).to_string(),
+                ),
+                (
+                    "budget".into(),
+                    format!("{}..={}", cfg.budget.0, cfg.budget.1),
+                ),
+                ("expected_exit".into(), cfg.expected_exit.to_string()),
+            ],
+        }
+    }
+
+    /// `race_bank.c, seed 5 (replay): 3 threads, 412 steps, 1 preemption`.
+    pub fn title(&self) -> String {
+        let name = std::path::Path::new(&self.target)
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.target.clone());
+        format!(
+            "{name}, seed {} ({}): {} threads, {} steps, {} {}",
+            self.seed,
+            self.strategy,
+            self.threads,
+            self.steps,
+            self.preemptions,
+            if self.preemptions == 1 {
+                "preemption"
+            } else {
+                "preemptions"
+            }
+        )
+    }
+}
+
+/// The configuration of a run recorded for a report: events, their stacks
+/// and blocking diagnostics (none of which changes the schedule).
+pub fn recording(cfg: &RunConfig) -> RunConfig {
+    RunConfig {
+        record_events: true,
+        event_stacks: true,
+        diagnostics: true,
+        ..cfg.clone()
+    }
+}
+
+/// Runs `cfg` recorded for a report.
+pub fn record(program: &Program, cfg: &RunConfig) -> Result<RunResult> {
+    program.run(&recording(cfg))
+}
+
+/// Directories where a report looks for sources: the target's own.
+pub fn source_dirs(target: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(d) = std::path::Path::new(target).parent() {
+        v.push(d.to_path_buf());
+    }
+    v.push(PathBuf::from("."));
+    v
+}
+
+/// The whole text of `heddle show`: title, verdict, diagram, legend, notes,
+/// the deadlock section and the replay command.
+pub fn show_text(
+    tl: &Timeline,
+    info: &RunInfo,
+    opts: &diagram::Options,
+    src: &mut source::SourceCache,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", info.title());
+    let _ = writeln!(
+        out,
+        "{}",
+        diagram::wrap_line(&format!("verdict: {}", tl.verdict.summary()), opts.width, 2)
+    );
+    out.push('\n');
+    out.push_str(&diagram::render(tl, opts));
+    let legend = diagram::legend(tl);
+    if !legend.is_empty() {
+        let _ = writeln!(out, "\n{legend}");
+    }
+    let notes = diagram::render_notes(tl, opts.color, opts.width);
+    if !notes.is_empty() {
+        out.push('\n');
+        out.push_str(&notes);
+    }
+    if let Some(f) = tl.failing {
+        let g = &tl.groups[f];
+        let at = g
+            .loc
+            .as_ref()
+            .map(|l| format!(" at step {} ({})", g.first_step, l.short()))
+            .unwrap_or_default();
+        let what = match &tl.verdict {
+            Verdict::Assertion { message, .. } => format!("assertion failed: {message}"),
+            Verdict::Trap { trap, message, .. } => format!("trap ({trap}): {message}"),
+            Verdict::Memory(m) => format!("{} at address {:#x}", m.error, m.addr),
+            Verdict::Race(r) => r.summary(),
+            v => v.summary(),
+        };
+        let line = format!("✗ {}{at}: {what}", tl.label(g.tid));
+        let line = if opts.color {
+            format!("\x1b[1;31m{line}\x1b[0m")
+        } else {
+            line
+        };
+        let _ = writeln!(out, "{}", diagram::wrap_line(&line, opts.width, 2));
+    }
+    if let Verdict::Deadlock { threads } = &tl.verdict {
+        out.push('\n');
+        out.push_str(&deadlock::render(tl, threads, src, opts.all));
+    }
+    if let Some(c) = &info.replay_command {
+        let _ = writeln!(out, "\nreplay: {c}");
+    }
+    out
+}

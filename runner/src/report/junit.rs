@@ -1,0 +1,1 @@
+//! junit (in progress).
