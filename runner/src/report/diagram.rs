@@ -169,7 +169,7 @@ impl Paint {
     fn mark(&self, m: Mark, s: &str) -> String {
         let code = match m {
             Mark::Fail | Mark::Blocked | Mark::Overwrite => "1;31",
-            Mark::Seen | Mark::Saw | Mark::Stale | Mark::Race => "1;33",
+            Mark::Seen | Mark::Saw | Mark::Stale | Mark::Race | Mark::Block => "1;33",
             Mark::Preempt => "1;36",
         };
         self.wrap(code, s)
@@ -431,7 +431,7 @@ pub fn wrap_line(s: &str, w: usize, indent: usize) -> String {
 /// The legend of the marks used in `tl`.
 pub fn legend(tl: &Timeline) -> String {
     let mut used: std::collections::BTreeSet<Mark> = Default::default();
-    for g in &tl.groups {
+    for g in tl.groups.iter().filter(|g| g.interesting) {
         used.extend(g.marks.iter().copied());
     }
     let parts: Vec<String> = used
@@ -444,6 +444,7 @@ pub fn legend(tl: &Timeline) -> String {
                 Mark::Stale => "the read it was based on",
                 Mark::Overwrite => "lost update",
                 Mark::Race => "data race",
+                Mark::Block => "the block's allocation / free",
                 Mark::Blocked => "blocked for good",
                 Mark::Fail => "failing step",
             };

@@ -18,7 +18,7 @@
 
 use super::source::SourceCache;
 use crate::instrument::dwarf::is_library_unit;
-use crate::instrument::{Frame, Loc, SiteTable};
+use crate::instrument::{Frame, Loc, SiteKind, SiteTable};
 use crate::model::{EventKind, Tid, NO_SITE};
 use crate::runtime::{Program, RunResult};
 use crate::trace::Event;
@@ -85,6 +85,8 @@ pub enum Mark {
     Overwrite,
     /// One side of a data race.
     Race,
+    /// The allocation or the free of the heap block a memory error is about.
+    Block,
     /// Where the thread is blocked for good (deadlock) or stopped (hang).
     Blocked,
     /// The failing step.
@@ -101,11 +103,13 @@ impl Mark {
             Mark::Stale => "○",
             Mark::Overwrite => "!",
             Mark::Race => "≠",
+            Mark::Block => "†",
             Mark::Blocked => "■",
             Mark::Fail => "✗",
         }
     }
 
+    /// A stable lower-case name (used by the HTML report).
     pub fn name(self) -> &'static str {
         match self {
             Mark::Preempt => "preempt",
@@ -114,6 +118,7 @@ impl Mark {
             Mark::Stale => "stale",
             Mark::Overwrite => "overwrite",
             Mark::Race => "race",
+            Mark::Block => "block",
             Mark::Blocked => "blocked",
             Mark::Fail => "fail",
         }
@@ -283,10 +288,12 @@ impl Timeline {
                 .unwrap_or(1),
         );
         let mut created = vec![0u64; nthreads];
+        let mut parent: Vec<Option<Tid>> = vec![None; nthreads];
         let mut next_child = 1usize;
         for e in &r.events {
             if e.kind == EventKind::Spawn && next_child < nthreads {
                 created[next_child] = e.step;
+                parent[next_child] = Some(e.tid);
                 next_child += 1;
             }
         }
@@ -394,8 +401,15 @@ impl Timeline {
                 }
                 // Calls into the guest SDK say what they are; other host
                 // calls (WASI, pthread internals) say nothing.
-                EventKind::Call => match site.and_then(|s| s.callee.as_deref()) {
-                    Some(c @ ("heddle.assert" | "heddle.fail")) => c.replace("heddle.", "heddle_"),
+                EventKind::Call => match site.map(|s| (s.kind, s.callee.as_deref())) {
+                    Some((_, Some(c @ ("heddle.assert" | "heddle.fail")))) => {
+                        c.replace("heddle.", "heddle_")
+                    }
+                    // Allocator calls (recorded by the memory checker).
+                    Some((SiteKind::Alloc, c)) => {
+                        format!("{} {} bytes → {:#x}", c.unwrap_or("alloc"), e.len, e.addr)
+                    }
+                    Some((SiteKind::Free, c)) => format!("{} {:#x}", c.unwrap_or("free"), e.addr),
                     _ => String::new(),
                 },
                 EventKind::Budget => String::new(),
@@ -438,9 +452,14 @@ impl Timeline {
                 } else {
                     &last_write
                 };
+                // Accesses of the thread that created this one, made before
+                // it did, are initialisation; a third thread's are not.
+                let before_spawn = |t: Tid, s: u64| {
+                    s < alive(e.tid) && parent.get(e.tid as usize).copied().flatten() == Some(t)
+                };
                 if earlier
                     .iter()
-                    .any(|(&t, &s)| t != e.tid && s >= alive(e.tid))
+                    .any(|(&t, &s)| t != e.tid && !before_spawn(t, s))
                 {
                     shared = true;
                     break;
@@ -587,6 +606,36 @@ impl Timeline {
                 }
             }
             _ => {}
+        }
+
+        // A memory error: where its block was allocated and freed.
+        if let (Verdict::Memory(m), Some(f)) = (&r.verdict, failing_ev) {
+            if let Some(b) = &m.block {
+                let heap = |kind: SiteKind| {
+                    (0..f).rev().find(|&i| {
+                        let e = &r.events[i];
+                        e.kind == EventKind::Call
+                            && e.addr == b.start
+                            && sites.site(e.site).is_some_and(|s| s.kind == kind)
+                    })
+                };
+                for (kind, what) in [(SiteKind::Alloc, "allocated"), (SiteKind::Free, "freed")] {
+                    if let Some(i) = heap(kind) {
+                        marks.entry(i).or_default().insert(Mark::Block);
+                        notes_ev.push((
+                            Mark::Block,
+                            i,
+                            format!(
+                                "{} {what} the block at {:#x} ({} bytes) at {}",
+                                label(r.events[i].tid),
+                                b.start,
+                                b.size,
+                                at(i)
+                            ),
+                        ));
+                    }
+                }
+            }
         }
 
         // The writes the failing thread's last reads of shared data saw.
@@ -892,9 +941,9 @@ impl Timeline {
                     // The rest of a call whose start is already shown
                     // (the thread was switched away inside it) says
                     // nothing new.
-                    let continues = prev_of_thread.get(&g.tid).is_some_and(|&p: &usize| {
-                        p < gi && prev_loc.get(&g.tid) == Some(&g.loc)
-                    });
+                    let continues = prev_of_thread
+                        .get(&g.tid)
+                        .is_some_and(|&p: &usize| p < gi && prev_loc.get(&g.tid) == Some(&g.loc));
                     if lib_shared && !continues {
                         interesting = true;
                     }
@@ -922,7 +971,11 @@ impl Timeline {
                     g.preempted = Some(from);
                 }
             }
-            if !g.marks.is_empty() {
+            // A preemption alone is worth a row only where it lands in
+            // user code with something to say; elsewhere the thread's next
+            // row shows that it ran.
+            let only_preempt = g.marks.iter().all(|m| *m == Mark::Preempt);
+            if !g.marks.is_empty() && (!only_preempt || (!lib_only && !items.is_empty())) {
                 interesting = true;
             }
             if Some(gi) == last_group_of.get(&g.tid).copied()
@@ -951,13 +1004,16 @@ impl Timeline {
             .collect();
         let npreempt = groups
             .iter()
-            .filter(|g| g.marks.contains(&Mark::Preempt))
+            .filter(|g| g.interesting && g.marks.contains(&Mark::Preempt))
             .count();
         for (gi, g) in groups.iter().enumerate() {
             if npreempt > 3 {
                 break;
             }
-            if let (Some(from), true) = (g.preempted, g.marks.contains(&Mark::Preempt)) {
+            if let (Some(from), true) = (
+                g.preempted,
+                g.interesting && g.marks.contains(&Mark::Preempt),
+            ) {
                 notes.push(Note {
                     mark: Mark::Preempt,
                     group: gi,
