@@ -103,8 +103,9 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         ),
     );
     if let Some(out) = &a.html {
-        let tl = timeline::Timeline::build(&input, true);
-        let page = report::html::render(&tl, &info);
+        let tl = timeline::Timeline::build(&input, false);
+        let mut src = SourceCache::new(dirs);
+        let page = report::html::page(&tl, &info, &mut src);
         paths::write_atomic(out, page.as_bytes())
             .with_context(|| format!("{}: cannot write", out.display()))?;
         println!("wrote {}", out.display());

@@ -320,7 +320,7 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
     let fixed = 2 + 1 + step_w + 3 + 3 * (ncol - 1) + 3 + at_w + 2;
     let avail = opts.width.saturating_sub(fixed);
     let src_natural = lines.iter().map(|l| width(&l.source)).max().unwrap_or(0);
-    let src_target = src_natural.min(24);
+    let src_target = src_natural.min(16);
     // Narrow the widest thread columns until the source gets its share.
     while col_w.iter().sum::<usize>() + src_target > avail {
         let (i, w) = col_w

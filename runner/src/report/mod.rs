@@ -23,7 +23,7 @@ pub mod timeline;
 
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::verdict::Verdict;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use timeline::Timeline;
@@ -112,6 +112,45 @@ pub fn record(program: &Program, cfg: &RunConfig) -> Result<RunResult> {
     program.run(&recording(cfg))
 }
 
+/// Records the run `cfg` of `program` with events and stacks and writes its
+/// HTML report to `out`. `source` is the target as the user named it
+/// (where sources are looked up), `instrumentation` its setting and
+/// `replay_command` the command that replays it. Fails when the recorded run
+/// does not make the `expected` decisions (recording must not change the
+/// schedule).
+pub fn write_html(
+    program: &Program,
+    cfg: &RunConfig,
+    expected: &[crate::trace::Decision],
+    source: &str,
+    replay_command: String,
+    out: &std::path::Path,
+) -> Result<()> {
+    let r = record(program, cfg)?;
+    if r.decisions != expected {
+        anyhow::bail!(
+            "internal error: the run did not repeat its schedule when recorded for the report"
+        );
+    }
+    let dirs = source_dirs(source);
+    let input = timeline::Input {
+        program,
+        result: &r,
+        source_dirs: dirs.clone(),
+    };
+    let tl = Timeline::build(&input, false);
+    let mut info = RunInfo::new(source, cfg, &r);
+    info.replay_command = Some(replay_command);
+    info.config.insert(
+        0,
+        ("instrumentation".into(), program.instrumentation.describe()),
+    );
+    let mut src = source::SourceCache::new(dirs);
+    let page = html::page(&tl, &info, &mut src);
+    crate::paths::write_atomic(out, page.as_bytes())
+        .with_context(|| format!("{}: cannot write", out.display()))
+}
+
 /// Directories where a report looks for sources: the target's own.
 pub fn source_dirs(target: &str) -> Vec<PathBuf> {
     let mut v = Vec::new();
@@ -141,7 +180,7 @@ pub fn show_text(
     out.push_str(&diagram::render(tl, opts));
     let legend = diagram::legend(tl);
     if !legend.is_empty() {
-        let _ = writeln!(out, "\n{legend}");
+        let _ = writeln!(out, "\n{}", diagram::wrap_line(&legend, opts.width, 2));
     }
     let notes = diagram::render_notes(tl, opts.color, opts.width);
     if !notes.is_empty() {
