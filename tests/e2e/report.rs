@@ -269,6 +269,11 @@ fn report_memory_error_and_race_are_drawn_in_their_columns() {
     assert_eq!(racing.len(), 2, "{out}");
     assert!(racing.iter().all(|l| l.contains("counter")), "{out}");
     assert!(out.contains("≠ data race on counter"), "{out}");
+    // The race section, in the text and in the HTML report.
+    assert!(out.contains("data races (1):"), "{out}");
+    assert!(out.contains("first  write by T"), "{out}");
+    let html = std::fs::read_to_string(file.with_extension("html")).unwrap();
+    assert_eq!(html.matches("<li class=\"race\">").count(), 1);
 }
 
 /// Chromium, installed with apt-get when missing and possible.

@@ -11,6 +11,7 @@ use clap::Args;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+/// `heddle show`: what to draw and how.
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The replay file.
@@ -84,6 +85,8 @@ pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
     Ok(r)
 }
 
+/// Replays the file with events and stacks recorded and prints its
+/// interleaving diagram (or writes the HTML report with `--html`).
 pub fn show_cmd(a: ShowArgs) -> Result<i32> {
     let rp = load_replay(&a.file, a.target.as_deref())?;
     let r = replay_recorded(&rp)?;
@@ -123,6 +126,7 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// `heddle minimize`: which replay file and where the result goes.
 #[derive(Args, Debug)]
 pub struct MinimizeArgs {
     /// The replay file.
@@ -148,6 +152,8 @@ pub fn minimized_path(file: &Path) -> PathBuf {
     file.with_file_name(format!("{stem}.min.toml"))
 }
 
+/// Minimises the schedule of a replay file and writes the result as a new
+/// replay file (`<file>.min.toml` unless `--out`).
 pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
     let rp = load_replay(&a.file, a.target.as_deref())?;
     let original = rp.program.run(&RunConfig {

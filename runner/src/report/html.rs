@@ -240,13 +240,40 @@ pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
         .iter()
         .map(|n| format!("<li>{}</li>", escape(n)))
         .collect();
+    let races = if tl.races.is_empty() {
+        String::new()
+    } else {
+        let mut h = format!(
+            "<h2>Data races ({})</h2>\n<ul id=\"races\">",
+            tl.races.len()
+        );
+        for r in &tl.races {
+            h.push_str(&format!("<li class=\"race\">{}", escape(&r.summary())));
+            for (which, a) in [("first", &r.first), ("second", &r.second)] {
+                let frames: Vec<String> = if a.stack.is_empty() {
+                    vec![format!("{} ({})", a.function, a.site)]
+                } else {
+                    a.stack.iter().map(frame_text).collect()
+                };
+                h.push_str(&format!(
+                    "<div>{which} {} by {}:<pre>{}</pre></div>",
+                    if a.write { "write" } else { "read" },
+                    escape(&tl.label(a.tid)),
+                    escape(&frames.join("\n"))
+                ));
+            }
+            h.push_str("</li>");
+        }
+        h.push_str("</ul>\n");
+        h
+    };
     let replay = info
         .replay_command
         .as_deref()
         .map(|c| format!("<p>Replay: <code id=\"replay\">{}</code></p>", escape(c)))
         .unwrap_or_default();
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>heddle: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n<div class=\"verdict{cls}\" id=\"verdict\"><b>{kind}</b>: {verdict}</div>\n{replay}<p>Signature: <code>{sig}</code></p>\n<h2>Timeline</h2>\n<p>One lane per thread, in step order; hover or click an event for its source line and stack.</p>\n<div id=\"timeline\"></div>\n<div id=\"detail\">(hover an event)</div>\n<ul id=\"notes\">{notes}</ul>\n<h2>Configuration</h2>\n<table class=\"config\">{config}</table>\n<details><summary>Text diagram</summary><pre id=\"diagram\">{text}</pre></details>\n<script type=\"application/json\" id=\"heddle-data\">{json}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>heddle: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n<div class=\"verdict{cls}\" id=\"verdict\"><b>{kind}</b>: {verdict}</div>\n{replay}<p>Signature: <code>{sig}</code></p>\n<h2>Timeline</h2>\n<p>One lane per thread, in step order; hover or click an event for its source line and stack.</p>\n<div id=\"timeline\"></div>\n<div id=\"detail\">(hover an event)</div>\n<ul id=\"notes\">{notes}</ul>\n{races}<h2>Configuration</h2>\n<table class=\"config\">{config}</table>\n<details><summary>Text diagram</summary><pre id=\"diagram\">{text}</pre></details>\n<script type=\"application/json\" id=\"heddle-data\">{json}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape(&info.title()),
         cls = if pass { " pass" } else { "" },
         kind = escape(tl.verdict.kind()),

@@ -51,7 +51,9 @@ impl VerdictDoc {
 /// A failure a command found.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct FailureDoc {
+    /// The seed of the failing run.
     pub seed: u64,
+    /// Its verdict.
     pub verdict: VerdictDoc,
     /// The replay file written for it, if any.
     pub replay: Option<String>,
@@ -64,9 +66,13 @@ pub struct FailureDoc {
 /// One side of a data race.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct AccessDoc {
+    /// The thread that made the access.
     pub tid: u32,
+    /// Whether it wrote.
     pub write: bool,
+    /// `file:line` of the access.
     pub site: String,
+    /// The function it is in.
     pub function: String,
 }
 
@@ -75,10 +81,15 @@ pub struct AccessDoc {
 pub struct RaceDoc {
     /// The first seed that showed it.
     pub seed: u64,
+    /// The variable raced on, when known.
     pub object: Option<String>,
+    /// Its address.
     pub addr: u32,
+    /// The earlier access.
     pub first: AccessDoc,
+    /// The later access.
     pub second: AccessDoc,
+    /// One line for people.
     pub summary: String,
 }
 
@@ -111,10 +122,13 @@ pub struct Statistics {
     pub failing: u64,
     /// Steps of the run (single-run commands), else null.
     pub steps: Option<u64>,
+    /// Decisions of the run (single-run commands), else null.
     pub decisions: Option<u64>,
+    /// Preemptions of the run (single-run commands), else null.
     pub preemptions: Option<u64>,
     /// Wall time (not reproducible).
     pub elapsed_seconds: f64,
+    /// Runs per wall-clock second (not reproducible).
     pub runs_per_second: f64,
 }
 
@@ -125,11 +139,13 @@ pub struct Document {
     pub format: &'static str,
     /// Always [`SCHEMA_VERSION`].
     pub version: u32,
+    /// The version of heddle that wrote the document.
     pub heddle: &'static str,
     /// `run`, `fuzz`, `replay`, …
     pub command: String,
     /// The target as given.
     pub target: String,
+    /// The strategy spec the runs used.
     pub strategy: String,
     /// `pass` when nothing failed, else `fail`.
     pub result: &'static str,
@@ -140,8 +156,11 @@ pub struct Document {
     pub seed: Option<u64>,
     /// Its replay file.
     pub replay: Option<String>,
+    /// Each distinct failure (one per verdict signature) with its replay file.
     pub failures: Vec<FailureDoc>,
+    /// Each distinct data race, with the first seed that showed it.
     pub races: Vec<RaceDoc>,
+    /// Counts and rates.
     pub statistics: Statistics,
 }
 

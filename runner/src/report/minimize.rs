@@ -99,6 +99,7 @@ pub struct PlanStrategy {
 }
 
 impl PlanStrategy {
+    /// A strategy that follows `plan`.
     pub fn new(plan: Plan) -> PlanStrategy {
         PlanStrategy {
             plan,
@@ -175,7 +176,9 @@ pub struct Minimized {
     /// The best run, re-run from its decisions with the original limits
     /// (record its decisions to replay it).
     pub result: RunResult,
+    /// Preemptions of the original run.
     pub before_preemptions: u64,
+    /// Steps of the original run.
     pub before_steps: u64,
     /// Candidate runs tried.
     pub runs: usize,

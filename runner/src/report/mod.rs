@@ -11,6 +11,8 @@
 //! For machines: [`json`] (the versioned schema of `docs/report-schema.json`,
 //! checked by [`schema`]) and [`junit`].
 
+#![deny(missing_docs)]
+
 pub mod deadlock;
 pub mod diagram;
 pub mod html;
@@ -33,11 +35,17 @@ use timeline::Timeline;
 pub struct RunInfo {
     /// The target as the user named it.
     pub target: String,
+    /// The seed of the run.
     pub seed: u64,
+    /// The strategy spec of the run.
     pub strategy: String,
+    /// Steps the run took.
     pub steps: u64,
+    /// Decisions the run made.
     pub decisions: usize,
+    /// Threads the run had.
     pub threads: u32,
+    /// Preemptions the run made.
     pub preemptions: u64,
     /// The command that replays the run (`heddle replay …`).
     pub replay_command: Option<String>,
@@ -46,6 +54,7 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
+    /// What `r`, a run of `cfg` on `target`, says about itself.
     pub fn new(target: &str, cfg: &RunConfig, r: &RunResult) -> RunInfo {
         RunInfo {
             target: target.to_string(),
@@ -110,6 +119,29 @@ pub fn recording(cfg: &RunConfig) -> RunConfig {
 /// Runs `cfg` recorded for a report.
 pub fn record(program: &Program, cfg: &RunConfig) -> Result<RunResult> {
     program.run(&recording(cfg))
+}
+
+/// The data-race section: each race with both accesses and their stacks.
+pub fn races_text(tl: &Timeline, all: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "data races ({}):", tl.races.len());
+    for r in &tl.races {
+        let _ = writeln!(out, "  ≠ {}", r.summary());
+        for (which, a) in [("first", &r.first), ("second", &r.second)] {
+            let rw = if a.write { "write" } else { "read" };
+            let stack = if a.stack.is_empty() {
+                format!("{} ({})", a.function, a.site)
+            } else {
+                deadlock::stack_line(&a.stack, all)
+            };
+            let _ = writeln!(
+                out,
+                "    {which:<6} {rw:<5} by {}: {stack}",
+                tl.label(a.tid)
+            );
+        }
+    }
+    out
 }
 
 /// Records the run `cfg` of `program` with events and stacks and writes its
@@ -208,6 +240,10 @@ pub fn show_text(
             line
         };
         let _ = writeln!(out, "{}", diagram::wrap_line(&line, opts.width, 2));
+    }
+    if !tl.races.is_empty() {
+        out.push('\n');
+        out.push_str(&races_text(tl, opts.all));
     }
     if let Verdict::Deadlock { threads } = &tl.verdict {
         out.push('\n');

@@ -13,6 +13,7 @@ pub struct SourceCache {
 }
 
 impl SourceCache {
+    /// A cache that also looks in `dirs` for files not found where DWARF says.
     pub fn new(dirs: Vec<PathBuf>) -> SourceCache {
         SourceCache {
             dirs,

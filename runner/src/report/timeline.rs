@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 /// What a report is made from.
 pub struct Input<'a> {
+    /// The program the run was made of (its site table names things).
     pub program: &'a Program,
     /// A run recorded with `record_events` (and ideally `event_stacks`).
     pub result: &'a RunResult,
@@ -38,6 +39,7 @@ pub struct Input<'a> {
 /// A guest thread of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// Its id (spawn order; 0 is main).
     pub tid: Tid,
     /// Set with `heddle_thread_name`.
     pub name: Option<String>,
@@ -50,6 +52,7 @@ pub struct ThreadInfo {
 /// One executed event, resolved for display.
 #[derive(Debug, Clone)]
 pub struct Ev {
+    /// The event as the run recorded it.
     pub ev: Event,
     /// Executed in library code (see the module documentation).
     pub lib: bool,
@@ -128,12 +131,17 @@ impl Mark {
 /// Consecutive steps of one thread at one user-code line.
 #[derive(Debug, Clone)]
 pub struct Group {
+    /// The thread that made the steps.
     pub tid: Tid,
     /// Indices into [`Timeline::events`] (consecutive).
     pub events: std::ops::Range<usize>,
+    /// The step of its first event.
     pub first_step: u64,
+    /// The step of its last event.
     pub last_step: u64,
+    /// The user-code location of its steps.
     pub loc: Option<Loc>,
+    /// The user function at `loc`.
     pub function: Option<String>,
     /// The source line at `loc`.
     pub source: Option<String>,
@@ -144,6 +152,7 @@ pub struct Group {
     pub interesting: bool,
     /// Only library events.
     pub lib: bool,
+    /// What the report says about these steps.
     pub marks: BTreeSet<Mark>,
     /// For [`Mark::Preempt`]: the thread that was preempted.
     pub preempted: Option<Tid>,
@@ -152,21 +161,32 @@ pub struct Group {
 /// An explanation attached to a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
+    /// What kind of explanation.
     pub mark: Mark,
+    /// The group it explains (index into [`Timeline::groups`]).
     pub group: usize,
+    /// The explanation.
     pub text: String,
 }
 
 /// The whole model of a run.
 #[derive(Debug, Clone)]
 pub struct Timeline {
+    /// Every thread of the run, by tid.
     pub threads: Vec<ThreadInfo>,
+    /// Every event, in step order.
     pub events: Vec<Ev>,
+    /// The events grouped into rows, in step order.
     pub groups: Vec<Group>,
+    /// Explanations of the marks, in row order.
     pub notes: Vec<Note>,
+    /// How the run ended.
     pub verdict: Verdict,
     /// The failing group (assertion, trap, memory error, race).
     pub failing: Option<usize>,
+    /// The data races of the run: those it reported and, with
+    /// `--races fail`, the one that is its verdict.
+    pub races: Vec<crate::verdict::RaceReport>,
 }
 
 /// Whether a source file belongs to a library.
@@ -1028,7 +1048,14 @@ impl Timeline {
         }
         notes.sort_by_key(|x| (x.group, x.mark));
         let failing = failing_ev.map(|f| group_of[f]);
+        let mut races = r.races.clone();
+        if let Verdict::Race(x) = &r.verdict {
+            if !races.iter().any(|y| y.key() == x.key()) {
+                races.push(x.clone());
+            }
+        }
         Timeline {
+            races,
             threads,
             events,
             groups,
@@ -1038,6 +1065,7 @@ impl Timeline {
         }
     }
 
+    /// The label of thread `tid` (`T1 depositor`).
     pub fn label(&self, tid: Tid) -> String {
         self.threads
             .get(tid as usize)
