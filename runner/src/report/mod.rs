@@ -30,6 +30,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use timeline::Timeline;
 
+/// Longest run (in steps) `fuzz` writes an HTML report for: recording every
+/// event with its stack costs memory in proportion to the steps.
+pub const MAX_REPORT_STEPS: u64 = 500_000;
+
 /// What a report says about the run besides its events.
 #[derive(Debug, Clone, Default)]
 pub struct RunInfo {
