@@ -154,6 +154,15 @@ fn report_deadlock_abba_show_draws_the_wait_for_cycle() {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");
     }
     golden("deadlock_abba.show.txt", &out);
+    // Its HTML report (written by fuzz) marks the blocked threads and has the cycle.
+    let page = std::fs::read_dir(_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "html"))
+        .expect("html report");
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("\"blocked\""), "no blocked marks");
+    assert!(html.contains("─waits for─▶ lock_b ─held by─▶"));
 }
 
 #[test]

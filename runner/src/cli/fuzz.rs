@@ -255,26 +255,37 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         );
         let path = a.out.join(name);
         paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
-        let html = path.with_extension("html");
-        crate::report::write_html(
-            &program,
-            &RunConfig {
-                seed: f.seed,
-                ..base.clone()
-            },
-            &f.result.decisions,
-            &t.given.display().to_string(),
-            format!("heddle replay {}", path.display()),
-            &html,
-        )?;
+        // The HTML report records every event with its stack: skipped for
+        // runs too long to draw (a hang at the step budget, typically).
+        let html = (f.result.steps <= crate::report::MAX_REPORT_STEPS)
+            .then(|| path.with_extension("html"));
+        if let Some(html) = &html {
+            crate::report::write_html(
+                &program,
+                &RunConfig {
+                    seed: f.seed,
+                    ..base.clone()
+                },
+                &f.result.decisions,
+                &t.given.display().to_string(),
+                format!("heddle replay {}", path.display()),
+                html,
+            )?;
+        }
         println!("seed {}: {}", f.seed, f.result.verdict.summary());
         println!("  replay: heddle replay {}", path.display());
-        println!("  report: {}", html.display());
+        match &html {
+            Some(h) => println!("  report: {}", h.display()),
+            None => println!(
+                "  report: none (a run of {} steps is too long for the HTML report)",
+                f.result.steps
+            ),
+        }
         docs.push(crate::report::json::FailureDoc {
             seed: f.seed,
             verdict: crate::report::json::VerdictDoc::of(&f.result.verdict),
             replay: Some(path.display().to_string()),
-            report: Some(html.display().to_string()),
+            report: html.as_ref().map(|h| h.display().to_string()),
             replay_command: Some(format!("heddle replay {}", path.display())),
         });
         if !a.keep_going {

@@ -123,6 +123,13 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
     };
     let mut src = SourceCache::new(dirs);
     print!("{}", report::show_text(&tl, &info, &opts, &mut src));
+    if r.preemptions > 3 && !r.verdict.is_pass() {
+        println!(
+            "hint: {} preemptions; `heddle minimize {}` finds the same failure with fewer",
+            r.preemptions,
+            a.file.display()
+        );
+    }
     Ok(EXIT_OK)
 }
 

@@ -222,10 +222,12 @@ pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
             .map(|n| format!("{} {}", n.mark.symbol(), n.text))
             .collect(),
     };
-    // `</` cannot appear inside a script element.
+    // No `<` inside the script element (`</script>`, `<!--` in a source
+    // line); in JSON text `<` only occurs inside strings, where `\u003c`
+    // means the same.
     let json = serde_json::to_string(&data)
         .unwrap_or_else(|_| "{}".into())
-        .replace("</", "<\\/");
+        .replace('<', "\\u003c");
     let pass = tl.verdict.is_pass();
     let mut config = String::new();
     for (k, v) in &info.config {

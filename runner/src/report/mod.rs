@@ -30,6 +30,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use timeline::Timeline;
 
+/// Longest run (in steps) `fuzz` writes an HTML report for: recording every
+/// event with its stack costs memory in proportion to the steps.
+pub const MAX_REPORT_STEPS: u64 = 500_000;
+
 /// What a report says about the run besides its events.
 #[derive(Debug, Clone, Default)]
 pub struct RunInfo {
@@ -221,9 +225,20 @@ pub fn show_text(
     }
     if let Some(f) = tl.failing {
         let g = &tl.groups[f];
-        let at = g
-            .loc
-            .as_ref()
+        // Where it failed: the innermost user frame of the verdict's stack
+        // (the failing instruction need not be a yield point), else the
+        // failing row's line.
+        let stack = match &tl.verdict {
+            Verdict::Assertion { stack, .. } | Verdict::Trap { stack, .. } => stack.as_slice(),
+            Verdict::Memory(m) => m.stack.as_slice(),
+            _ => &[],
+        };
+        let loc = stack
+            .iter()
+            .filter_map(|f| f.loc.as_ref())
+            .find(|l| !timeline::is_library_file(&l.file) && l.line > 0)
+            .or(g.loc.as_ref());
+        let at = loc
             .map(|l| format!(" at step {} ({})", g.first_step, l.short()))
             .unwrap_or_default();
         let what = match &tl.verdict {
