@@ -360,4 +360,12 @@ fn external_strategy_failures_are_one_line_errors() {
         "cannot start `./no-such-strategy`",
     );
     assert_usage_error(&run("exec:", ""), "exec needs a program");
+    assert_usage_error(&run("exec:/bin/true", ""), "exited");
+    // A program that never answers: an error after the reply timeout, not a hang.
+    let silent = heddle()
+        .args(["run", "targets/race_bank.c", "--strategy", "exec:sleep 60"])
+        .env("HEDDLE_EXEC_TIMEOUT_MS", "300")
+        .output()
+        .expect("run heddle");
+    assert_usage_error(&silent, "gave no reply within 300 ms");
 }

@@ -30,7 +30,7 @@
 //! `heddle replay` of a recorded run never starts it.
 //!
 //! A program that cannot be started, exits, stays silent for
-//! [`REPLY_TIMEOUT`] or replies with anything but the expected JSON makes the
+//! [`REPLY_TIMEOUT`] (`HEDDLE_EXEC_TIMEOUT_MS` overrides it) or replies with anything but the expected JSON makes the
 //! run fail with a one-line error naming the decision and the reply.
 
 use super::{Choice, Strategy};
@@ -39,17 +39,30 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long heddle waits for one reply.
+/// How long heddle waits for one reply, unless `HEDDLE_EXEC_TIMEOUT_MS`
+/// says otherwise.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`REPLY_TIMEOUT`], or `HEDDLE_EXEC_TIMEOUT_MS` milliseconds when set.
+pub fn reply_timeout() -> Duration {
+    std::env::var("HEDDLE_EXEC_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .unwrap_or(REPLY_TIMEOUT)
+}
 
 /// A running strategy process.
 struct Proc {
     child: Child,
-    stdin: ChildStdin,
+    /// Lines for the program's stdin, written by a thread of their own so
+    /// that a program that stops reading cannot block a run.
+    stdin: Sender<String>,
     lines: Receiver<Option<String>>,
     /// The last lines the program wrote to stderr (for error messages).
     stderr: Arc<Mutex<Vec<String>>>,
@@ -87,6 +100,8 @@ impl Proc {
             }
             let _ = tx.send(None);
         });
+        let (to_child, outgoing) = mpsc::channel::<String>();
+        std::thread::spawn(move || write_lines(stdin, outgoing));
         let err_lines = Arc::new(Mutex::new(Vec::new()));
         let sink = err_lines.clone();
         std::thread::spawn(move || {
@@ -100,7 +115,7 @@ impl Proc {
         });
         let mut p = Proc {
             child,
-            stdin,
+            stdin: to_child,
             lines,
             stderr: err_lines,
         };
@@ -109,19 +124,19 @@ impl Proc {
     }
 
     fn send(&mut self, msg: &Value) -> Result<(), String> {
-        writeln!(self.stdin, "{msg}")
-            .and_then(|_| self.stdin.flush())
+        self.stdin
+            .send(msg.to_string())
             .map_err(|_| self.died("stopped reading its input"))
     }
 
     fn receive(&mut self) -> Result<String, String> {
-        match self.lines.recv_timeout(REPLY_TIMEOUT) {
+        let timeout = reply_timeout();
+        match self.lines.recv_timeout(timeout) {
             Ok(Some(line)) => Ok(line),
             Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(self.died("exited")),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "gave no reply within {} s",
-                REPLY_TIMEOUT.as_secs()
-            )),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(format!("gave no reply within {} ms", timeout.as_millis()))
+            }
         }
     }
 
@@ -157,6 +172,29 @@ impl Proc {
     fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Writes `lines` to a program's stdin until either side hangs up.
+fn write_lines(mut stdin: ChildStdin, lines: Receiver<String>) {
+    // A program that exits closes its end of the pipe: the next write must
+    // fail with EPIPE, not kill heddle (whose SIGPIPE disposition is the
+    // default, for `heddle … | head`). SIGPIPE is thread-directed, so
+    // blocking it in this thread alone is enough.
+    // SAFETY: plain signal-mask calls on a zeroed, initialised sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    for line in lines {
+        if writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .is_err()
+        {
+            return;
+        }
     }
 }
 
