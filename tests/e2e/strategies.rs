@@ -369,3 +369,48 @@ fn external_strategy_failures_are_one_line_errors() {
         .expect("run heddle");
     assert_usage_error(&silent, "gave no reply within 300 ms");
 }
+
+/// Over the whole bundled manifest, compare has a row per target whose
+/// buggy build should fail and strategy, and its exit code says whether
+/// every one of them found its bug.
+#[test]
+fn compare_covers_every_bundled_target() {
+    let dir = tempdir();
+    let out = heddle_out(&[
+        "compare",
+        "--strategies",
+        "random,pct:3",
+        "--runs",
+        "8",
+        "--trials",
+        "1",
+        "--jobs",
+        "2",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    let rows = csv_rows(&dir.path().join("compare.csv"));
+    let buggy: Vec<String> = manifest()
+        .targets
+        .iter()
+        .filter(|t| t.buggy != "pass")
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(rows.len(), 2 * buggy.len(), "{stdout}");
+    for name in &buggy {
+        assert!(stdout.contains(&format!("| {name} |")), "{name}: {stdout}");
+    }
+    let missed: Vec<&Vec<String>> = rows.iter().filter(|r| r[6] == "0").collect();
+    if missed.is_empty() {
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        for r in missed {
+            assert!(
+                stdout.contains(&format!("{} under {}", r[0], r[2])),
+                "{stdout}"
+            );
+        }
+    }
+}

@@ -66,6 +66,8 @@ struct Proc {
     lines: Receiver<Option<String>>,
     /// The last lines the program wrote to stderr (for error messages).
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Signalled when the program's stderr reaches its end.
+    stderr_closed: Receiver<()>,
 }
 
 impl Proc {
@@ -104,6 +106,7 @@ impl Proc {
         std::thread::spawn(move || write_lines(stdin, outgoing));
         let err_lines = Arc::new(Mutex::new(Vec::new()));
         let sink = err_lines.clone();
+        let (stderr_done, stderr_closed) = mpsc::channel::<()>();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
                 let mut v = sink.lock().unwrap_or_else(|e| e.into_inner());
@@ -112,12 +115,14 @@ impl Proc {
                 }
                 v.push(line);
             }
+            let _ = stderr_done.send(());
         });
         let mut p = Proc {
             child,
             stdin: to_child,
             lines,
             stderr: err_lines,
+            stderr_closed,
         };
         p.send(&json!({"type": "hello", "protocol": 1}))?;
         Ok(p)
@@ -133,14 +138,15 @@ impl Proc {
         let timeout = reply_timeout();
         match self.lines.recv_timeout(timeout) {
             Ok(Some(line)) => Ok(line),
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(self.died("exited")),
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(self.died("closed its output")),
             Err(RecvTimeoutError::Timeout) => {
                 Err(format!("gave no reply within {} ms", timeout.as_millis()))
             }
         }
     }
 
-    /// Describes how the program ended, with its last stderr line.
+    /// Describes how the program ended (`what` if it is still running),
+    /// with its last stderr line.
     fn died(&mut self, what: &str) -> String {
         // Give the stderr reader a moment to collect the last words.
         let status = (0..50)
@@ -153,16 +159,19 @@ impl Proc {
                 Err(_) => Some(None),
             })
             .flatten();
-        std::thread::sleep(Duration::from_millis(20));
+        if status.is_some() {
+            // Its last words may still be in the pipe.
+            let _ = self.stderr_closed.recv_timeout(Duration::from_millis(500));
+        }
         let last = self
             .stderr
             .lock()
             .map(|v| v.last().cloned())
             .unwrap_or_default();
-        let mut s = what.to_string();
-        if let Some(st) = status {
-            s.push_str(&format!(" ({st})"));
-        }
+        let mut s = match status {
+            Some(st) => format!("exited ({st})"),
+            None => what.to_string(),
+        };
         if let Some(l) = last {
             s.push_str(&format!(": {}", l.trim()));
         }
