@@ -44,7 +44,7 @@ impl TargetOpts {
 /// How runs are scheduled and bounded.
 #[derive(Args, Debug, Clone)]
 pub struct RunOpts {
-    /// Scheduling strategy: random, pct:D, rr:P.
+    /// Scheduling strategy: random, pct:D, ipct:D:B, pos, surw, delay:K, rr:P, exec:PROGRAM.
     #[arg(long, default_value = "random")]
     pub strategy: String,
     /// Step budget (yield points) before a run is a hang.

@@ -350,23 +350,27 @@ impl Program {
         }
     }
 
-    /// Fills in a strategy's step estimate (PCT's `k`) by a calibration run:
-    /// the number of decisions of seed 0 under `random`, which is itself
-    /// deterministic, so every run of a campaign uses the same `k`. Other
-    /// strategies come back unchanged.
+    /// Fills in a strategy's estimates (PCT's `k`, SURW's per-thread event
+    /// counts; see [`sched::Estimate`]) from probe runs: seeds
+    /// `0..sched::probe_runs` under `random`, which is itself deterministic,
+    /// so every run of a campaign uses the same parameters. `k` is the number
+    /// of decisions of seed 0. Other strategies come back unchanged.
     pub fn calibrate(&self, mut cfg: RunConfig) -> Result<RunConfig> {
         if sched::needs_estimate(&cfg.strategy) {
-            let probe = RunConfig {
-                strategy: "random".into(),
-                seed: 0,
-                record_events: false,
-                diagnostics: false,
-                forced: Vec::new(),
-                ..cfg.clone()
-            };
-            let r = self.run(&probe)?;
-            let k = (r.decisions.len() as u64).max(1);
-            cfg.strategy = sched::parse(&cfg.strategy, k)?.spec();
+            let mut runs = Vec::new();
+            for seed in 0..sched::probe_runs(&cfg.strategy) {
+                let probe = RunConfig {
+                    strategy: "random".into(),
+                    seed,
+                    record_events: false,
+                    diagnostics: false,
+                    forced: Vec::new(),
+                    ..cfg.clone()
+                };
+                runs.push(self.run(&probe)?.decisions);
+            }
+            let est = sched::Estimate::from_runs(&runs);
+            cfg.strategy = sched::parse_with(&cfg.strategy, &est)?.spec();
         }
         Ok(cfg)
     }
@@ -441,6 +445,10 @@ impl Program {
         let st = run
             .into_inner()
             .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
+        if let Some(failure) = st.sched.strategy.failure() {
+            self.recycle_memory(memory, st.mem_high);
+            bail!("{failure}");
+        }
         let (stdout, stderr) = output.take();
         let used = st.mem_high;
         let observed = observe

@@ -8,14 +8,87 @@
 //! strategy knows comes from its seed and the choices it is shown, so a run
 //! is a pure function of (module, config, seed).
 //!
-//! One strategy per file: [`random`], [`pct`], [`rr`], [`replay`]. Adding a
-//! strategy touches its file and [`parse`].
+//! One strategy per file: [`random`], [`pct`], [`rr`], [`pos`], [`surw`],
+//! [`delay`], [`ipct`], [`exec`] (a strategy in another process) and
+//! [`replay`]. Adding a strategy touches its file and [`parse_with`].
+//!
+//! # Writing a strategy
+//!
+//! The trait is a public API: a strategy can live in its own crate and run
+//! through [`crate::runtime::Program::run_with_strategy`]. Here is a complete
+//! one — "run the thread with the lowest tid that is not spinning, except
+//! at one random decision per run" — and a run with it:
+//!
+//! ```no_run
+//! use heddle::model::Tid;
+//! use heddle::runtime::{Program, RunConfig};
+//! use heddle::sched::{Choice, Rng, Strategy};
+//!
+//! struct OneSwitch {
+//!     rng: Rng,
+//!     at: u64,
+//! }
+//!
+//! impl Strategy for OneSwitch {
+//!     fn spec(&self) -> String {
+//!         "one-switch".into()
+//!     }
+//!     fn reset(&mut self, seed: u64) {
+//!         // Everything random derives from the seed: runs are reproducible.
+//!         self.rng = Rng::new(seed, 1);
+//!         self.at = self.rng.below(50);
+//!     }
+//!     fn pick_thread(&mut self, choice: &Choice) -> usize {
+//!         if choice.decision == self.at {
+//!             return choice.candidates.len() - 1;
+//!         }
+//!         choice.candidates.iter().position(|c| !c.spinning).unwrap_or(0)
+//!     }
+//!     fn pick_value(&mut self, _tid: Tid, n: u32) -> u32 {
+//!         self.rng.below(n as u64) as u32
+//!     }
+//! }
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! let bytes = std::fs::read("target.wasm")?;
+//! let program = Program::new(&bytes, &Default::default())?;
+//! for seed in 0..100 {
+//!     let cfg = RunConfig { seed, ..RunConfig::default() };
+//!     let strategy = Box::new(OneSwitch { rng: Rng::new(0, 1), at: 0 });
+//!     let r = program.run_with_strategy(&cfg, strategy)?;
+//!     if !r.verdict.is_pass() {
+//!         println!("seed {seed}: {}", r.verdict.summary());
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The contract:
+//! * [`Strategy::reset`] starts each run; the strategy must forget the
+//!   previous run. After it, the same seed and the same sequence of choices
+//!   must give the same answers (no clocks, no hash-map iteration order, no
+//!   state carried over between runs). That makes every run replayable: the
+//!   runtime records the answers as the run's decisions θ, and a replay
+//!   follows θ without asking the strategy at all.
+//! * [`Strategy::pick_thread`] is called only when at least two threads are
+//!   enabled; steps with a single enabled thread are not shown. Candidates
+//!   are in ascending tid order. An index out of range is clamped.
+//! * [`Strategy::spec`] names the strategy in reports and replay files.
+//!
+//! `examples/strategy-example/` in the repository is the same kind of
+//! strategy as a separate crate, with tests that run it on a bundled target.
 
+pub mod delay;
+pub mod exec;
+pub mod ipct;
 pub mod pct;
+pub mod pos;
 pub mod random;
 pub mod replay;
 pub mod rng;
 pub mod rr;
+pub mod surw;
 
 use crate::model::{Pending, Tid};
 use anyhow::{bail, Result};
@@ -25,6 +98,7 @@ pub use rng::Rng;
 /// An enabled thread at a decision point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
+    /// The thread.
     pub tid: Tid,
     /// What it will do when chosen.
     pub pending: Pending,
@@ -44,7 +118,8 @@ pub struct Choice<'a> {
     pub decision: u64,
 }
 
-/// A scheduling strategy. See the module documentation.
+/// A scheduling strategy. See the module documentation for the contract and
+/// a worked example.
 pub trait Strategy: Send {
     /// The canonical spec, e.g. `pct:3:k=800`: parsing it gives the same strategy.
     fn spec(&self) -> String;
@@ -56,14 +131,93 @@ pub trait Strategy: Send {
     fn pick_value(&mut self, tid: Tid, n: u32) -> u32;
     /// A thread was created (strategies with per-thread state use this).
     fn on_spawn(&mut self, _tid: Tid) {}
+    /// Why the strategy could not do its job in this run (an external
+    /// strategy process died or replied nonsense): the run is then an error,
+    /// not a verdict. Checked when the run ends.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
-/// Parses a strategy spec: `random`, `pct[:d[:k=N]]`, `rr[:p]`, `replay`.
-/// `pct` without `k=` uses `steps_estimate` (the caller measures it).
+/// What earlier runs tell a strategy about a program (see
+/// [`crate::runtime::Program::calibrate`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// Thread decisions per run (PCT's `k`, the delay horizon).
+    pub steps: u64,
+    /// Mean thread decisions won per thread id (SURW's event counts); empty
+    /// when not measured.
+    pub per_thread: Vec<u64>,
+}
+
+impl Estimate {
+    /// The estimate from the decisions of probe runs (the first run gives
+    /// `steps`, all of them `per_thread`).
+    pub fn from_runs(runs: &[Vec<crate::trace::Decision>]) -> Estimate {
+        Estimate {
+            steps: runs.first().map(|r| r.len() as u64).unwrap_or(0).max(1),
+            per_thread: surw::Surw::estimate(runs),
+        }
+    }
+}
+
+/// Parses a strategy spec; see [`parse_with`]. `steps_estimate` is the
+/// number of decisions per run for strategies that need one.
 pub fn parse(spec: &str, steps_estimate: u64) -> Result<Box<dyn Strategy>> {
+    parse_with(
+        spec,
+        &Estimate {
+            steps: steps_estimate,
+            per_thread: Vec::new(),
+        },
+    )
+}
+
+/// The strategy specs [`parse_with`] accepts, for error messages and help.
+pub const SPECS: &str = "random, pct:D, ipct:D:B, pos, surw, delay:K, rr:P, exec:PROGRAM or replay";
+
+fn int_param<T: std::str::FromStr + PartialOrd>(
+    spec: &str,
+    what: &str,
+    text: &str,
+    min: T,
+) -> Result<T> {
+    match text.parse::<T>() {
+        Ok(v) if v >= min => Ok(v),
+        _ => bail!("bad {what} `{text}` in `{spec}`"),
+    }
+}
+
+/// Parses a strategy spec: `random`, `pct[:d[:k=N]]`, `ipct[:D[:B[:k=N]]]`,
+/// `pos`, `surw[:n=E0,E1,…]`, `delay[:k[:n=N]]`, `rr[:p]`, `exec:PROGRAM`,
+/// `replay`. Parameters left out that depend on the program (`k=`, `n=`)
+/// come from `est`.
+pub fn parse_with(spec: &str, est: &Estimate) -> Result<Box<dyn Strategy>> {
+    if let Some(command) = spec.strip_prefix("exec:") {
+        if command.trim().is_empty() {
+            bail!("bad strategy `{spec}`: exec needs a program, e.g. exec:./my-strategy");
+        }
+        return Ok(Box::new(exec::Exec::new(command)));
+    }
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
     let args: Vec<&str> = parts.collect();
+    // `key=value` parameters after the positional ones.
+    let keyed = |from: usize, key: &str, default: u64| -> Result<u64> {
+        let mut v = default;
+        for a in args.iter().skip(from) {
+            match a
+                .strip_prefix(key)
+                .and_then(|r| r.strip_prefix('='))
+                .and_then(|x| x.parse::<u64>().ok())
+            {
+                Some(x) if x >= 1 => v = x,
+                _ => bail!("bad parameter `{a}` in `{spec}` (expected {key}=N)"),
+            }
+        }
+        Ok(v)
+    };
+    let steps = est.steps.max(1);
     Ok(match name {
         "random" if args.is_empty() => Box::new(random::Random::new()),
         "pct" => {
@@ -73,7 +227,7 @@ pub fn parse(spec: &str, steps_estimate: u64) -> Result<Box<dyn Strategy>> {
                     anyhow::anyhow!("bad PCT depth `{d}` in `{spec}` (expected an integer >= 1)")
                 })?,
             };
-            let mut k = steps_estimate.max(1);
+            let mut k = steps;
             for a in args.iter().skip(1) {
                 match a.strip_prefix("k=").and_then(|v| v.parse::<u64>().ok()) {
                     Some(v) if v >= 1 => k = v,
@@ -81,6 +235,50 @@ pub fn parse(spec: &str, steps_estimate: u64) -> Result<Box<dyn Strategy>> {
                 }
             }
             Box::new(pct::Pct::new(depth, k))
+        }
+        "ipct" => {
+            let positional = args.iter().take_while(|a| !a.contains('=')).count();
+            if positional > 2 {
+                bail!("bad strategy `{spec}`: ipct takes a maximum depth and a block size");
+            }
+            let depth = match args.first().filter(|_| positional >= 1) {
+                None => 4,
+                Some(d) => int_param(spec, "ipct depth", d, 1u32)?,
+            };
+            let block = match args.get(1).filter(|_| positional >= 2) {
+                None => 10,
+                Some(b) => int_param(spec, "ipct block size", b, 1u64)?,
+            };
+            let k = keyed(positional, "k", steps)?;
+            Box::new(ipct::Ipct::new(depth, block, k))
+        }
+        "pos" if args.is_empty() => Box::new(pos::Pos::new()),
+        "surw" => {
+            let estimates = match args.as_slice() {
+                [] => est.per_thread.clone(),
+                [a] => {
+                    let list = a.strip_prefix("n=").ok_or_else(|| {
+                        anyhow::anyhow!("bad surw parameter `{a}` in `{spec}` (expected n=E0,E1,…)")
+                    })?;
+                    list.split(',')
+                        .map(|x| int_param(spec, "surw estimate", x, 1u64))
+                        .collect::<Result<Vec<_>>>()?
+                }
+                _ => bail!("bad strategy `{spec}`: surw takes one parameter, n=E0,E1,…"),
+            };
+            Box::new(surw::Surw::new(estimates))
+        }
+        "delay" => {
+            let positional = args.iter().take_while(|a| !a.contains('=')).count();
+            if positional > 1 {
+                bail!("bad strategy `{spec}`: delay takes a delay bound and n=N");
+            }
+            let k = match args.first().filter(|_| positional >= 1) {
+                None => 2,
+                Some(k) => int_param(spec, "delay bound", k, 0u32)?,
+            };
+            let n = keyed(positional, "n", steps)?;
+            Box::new(delay::Delay::new(k, n))
         }
         "rr" => {
             let p = match args.first() {
@@ -99,13 +297,30 @@ pub fn parse(spec: &str, steps_estimate: u64) -> Result<Box<dyn Strategy>> {
             Box::new(rr::RoundRobin::new(p))
         }
         "replay" if args.is_empty() => Box::new(replay::Continue),
-        _ => bail!("unknown strategy `{spec}` (expected random, pct:D, rr:P or replay)"),
+        _ => bail!("unknown strategy `{spec}` (expected {SPECS})"),
     })
 }
 
-/// Whether `spec` names a strategy whose parameters depend on a step estimate.
+/// Whether `spec` names a strategy whose parameters depend on a step
+/// estimate (see [`Estimate`]).
 pub fn needs_estimate(spec: &str) -> bool {
-    spec.starts_with("pct") && !spec.contains("k=")
+    let name = spec.split(':').next().unwrap_or_default();
+    match name {
+        "pct" | "ipct" => !spec.contains("k="),
+        "delay" => !spec.contains("n="),
+        "surw" => !spec.contains("n="),
+        _ => false,
+    }
+}
+
+/// How many probe runs the estimate for `spec` needs (SURW's per-thread
+/// counts are a mean over several runs; a step count needs one).
+pub fn probe_runs(spec: &str) -> u64 {
+    if spec.starts_with("surw") {
+        surw::PROBE_RUNS
+    } else {
+        1
+    }
 }
 
 #[cfg(test)]
@@ -119,7 +334,44 @@ mod tests {
         assert_eq!(parse("pct:2:k=7", 500).unwrap().spec(), "pct:2:k=7");
         assert_eq!(parse("rr", 1).unwrap().spec(), "rr:0.2");
         assert_eq!(parse("rr:0.5", 1).unwrap().spec(), "rr:0.5");
-        for bad in ["nope", "pct:0", "pct:x", "rr:2", "random:1", "pct:3:q=1"] {
+        assert_eq!(parse("pos", 1).unwrap().spec(), "pos");
+        assert_eq!(parse("delay", 90).unwrap().spec(), "delay:2:n=90");
+        assert_eq!(parse("delay:3:n=7", 90).unwrap().spec(), "delay:3:n=7");
+        assert_eq!(parse("ipct", 90).unwrap().spec(), "ipct:4:10:k=90");
+        assert_eq!(parse("ipct:3:5:k=9", 90).unwrap().spec(), "ipct:3:5:k=9");
+        assert_eq!(parse("surw:n=3,40", 1).unwrap().spec(), "surw:n=3,40");
+        let est = Estimate {
+            steps: 10,
+            per_thread: vec![2, 5],
+        };
+        assert_eq!(parse_with("surw", &est).unwrap().spec(), "surw:n=2,5");
+        assert_eq!(parse("exec:./s.py", 1).unwrap().spec(), "exec:./s.py");
+        for spec in ["pct:3", "ipct", "delay:1", "surw"] {
+            assert!(needs_estimate(spec), "{spec}");
+        }
+        for spec in ["pct:3:k=2", "delay:1:n=4", "surw:n=1", "pos", "random"] {
+            assert!(!needs_estimate(spec), "{spec}");
+        }
+        for bad in [
+            "nope",
+            "pct:0",
+            "pct:x",
+            "rr:2",
+            "random:1",
+            "pct:3:q=1",
+            "pos:1",
+            "delay:x",
+            "delay:1:2",
+            "delay:1:n=0",
+            "ipct:0",
+            "ipct:2:0",
+            "ipct:1:2:3",
+            "surw:n=",
+            "surw:n=1,x",
+            "surw:3",
+            "exec:",
+            "exec:  ",
+        ] {
             assert!(parse(bad, 1).is_err(), "{bad}");
         }
     }
