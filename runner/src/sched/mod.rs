@@ -12,6 +12,7 @@
 //! strategy touches its file and [`parse`].
 
 pub mod pct;
+pub mod plan;
 pub mod random;
 pub mod replay;
 pub mod rng;
@@ -56,6 +57,34 @@ pub trait Strategy: Send {
     fn pick_value(&mut self, tid: Tid, n: u32) -> u32;
     /// A thread was created (strategies with per-thread state use this).
     fn on_spawn(&mut self, _tid: Tid) {}
+    /// Whether the strategy decides on the run's state: then the runtime
+    /// calls [`Strategy::pick_thread_in`] instead of `pick_thread` and
+    /// [`Strategy::on_event`] at every step. Read once, when a run starts.
+    fn observes_run(&self) -> bool {
+        false
+    }
+    /// [`Strategy::pick_thread`] with a read-only view of the run (guest
+    /// memory, thread names, labels). Only called when `observes_run`.
+    fn pick_thread_in(&mut self, choice: &Choice, _view: &dyn RunView) -> usize {
+        self.pick_thread(choice)
+    }
+    /// `tid` executes `event` now — at every step, also where no decision was
+    /// needed; memory is as it was just before the event. Only called when
+    /// `observes_run`.
+    fn on_event(&mut self, _tid: Tid, _event: &Pending, _view: &dyn RunView) {}
+}
+
+/// What a strategy that [observes the run](Strategy::observes_run) may read:
+/// guest memory and the names threads and events were given. Read-only, so
+/// a strategy still cannot change the run except through its choices.
+pub trait RunView {
+    /// `len` ≤ 8 bytes of guest memory at `addr`, little-endian (None when
+    /// out of bounds).
+    fn read(&self, addr: u32, len: u32) -> Option<u64>;
+    /// The name `tid` gave itself with `heddle_thread_name`.
+    fn thread_name(&self, tid: Tid) -> Option<&str>;
+    /// The latest `heddle_event` label of `tid`.
+    fn last_label(&self, tid: Tid) -> Option<&str>;
 }
 
 /// Parses a strategy spec: `random`, `pct[:d[:k=N]]`, `rr[:p]`, `replay`.
