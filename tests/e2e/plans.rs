@@ -329,3 +329,44 @@ nth = 2
     assert!(s.contains("e1: executor read at executor+3"), "{s}");
     assert!(s.contains("engaged (κS = 2, κΦ = ∅) in 2 of 2 runs"), "{s}");
 }
+
+#[test]
+fn stall_budget_abandons_a_plan_that_waits_on_a_spinner() {
+    let dir = tempdir();
+    // The producer only reaches "reused" after the consumer's ack, which the
+    // plan holds back: the producer spins, every decision is a stall.
+    let p = plan_file(
+        dir.path(),
+        "spin.toml",
+        r#"
+stall_budget = 50
+
+[[order]]
+thread = "producer"
+label = "reused"
+
+[[order]]
+thread = "consumer"
+kind = "write"
+var = "ack"
+"#,
+    );
+    let o = heddle_out(&[
+        "plan",
+        &p,
+        "targets/uaf_publish.c",
+        "--fixed",
+        "--runs",
+        "2",
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+    assert!(first.contains("normal") && first.contains("κS 0/2"), "{s}");
+    assert!(
+        s.contains(
+            "stalled at e1 (producer label \"reused\"): stall budget of 50 decisions exceeded"
+        ),
+        "{s}"
+    );
+}

@@ -172,6 +172,8 @@ pub struct PlanRun {
     pub ending: Ending,
     /// Sites this run reached that no earlier run (nor the probes) had.
     pub new_sites: usize,
+    /// θ: the replay file written for a triggering run.
+    pub replay: Option<PathBuf>,
 }
 
 /// Runs `plan` once with `seed`.
@@ -278,24 +280,33 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         let (result, progress) = run_plan(&program, &plan, &cfg)?;
         let new_sites = merge(&mut coverage, &result.sites_hit);
         let ending = ending(&plan, &result);
-        let mut line = format!(
-            "seed {seed}: {} ({})  κS {}/{n}  κΦ {}  new coverage {new_sites} site(s)",
-            ending.label(),
-            result.verdict.summary(),
-            progress.satisfied,
-            kappa_phi(&plan, &progress)
-        );
-        if let Some(s) = stall_text(&plan, &progress) {
-            line.push_str(&format!("\n    {s}"));
-        }
-        println!("{line}");
-        runs.push(PlanRun {
+        let mut run = PlanRun {
             seed,
             result,
             progress,
             ending,
             new_sites,
-        });
+            replay: None,
+        };
+        if ending == Ending::Triggered {
+            run.replay = Some(write_replay(&a.out, &t, &program, &plan, &base, &run)?);
+        }
+        let (result, progress) = (&run.result, &run.progress);
+        let mut line = format!(
+            "seed {seed}: {} ({})  κS {}/{n}  κΦ {}  new coverage {new_sites} site(s)",
+            ending.label(),
+            result.verdict.summary(),
+            progress.satisfied,
+            kappa_phi(&plan, progress)
+        );
+        if let Some(s) = stall_text(&plan, progress) {
+            line.push_str(&format!("\n    {s}"));
+        }
+        if let Some(p) = &run.replay {
+            line.push_str(&format!("\n    θ: {}", p.display()));
+        }
+        println!("{line}");
+        runs.push(run);
     }
     // Aggregate.
     let count = |e: Ending| runs.iter().filter(|r| r.ending == e).count();
@@ -355,7 +366,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     }
     let triggered = runs.iter().find(|r| r.ending == Ending::Triggered);
     if let Some(r) = triggered {
-        let path = write_replay(&a.out, &t, &program, &plan, &base, r)?;
+        let path = r.replay.clone().unwrap_or_default();
         println!(
             "first triggering run: seed {}: {}",
             r.seed,
