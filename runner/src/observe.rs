@@ -78,23 +78,30 @@ pub struct Observer<'a> {
 /// The observation report (also its JSON form).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// Runs observed.
     pub runs: usize,
+    /// Their seeds.
     pub seeds: Vec<u64>,
+    /// Shared variables, globals first (by name), then heap blocks, then addresses.
     pub variables: Vec<VarReport>,
 }
 
 /// One shared variable.
 #[derive(Debug, Clone, Serialize)]
 pub struct VarReport {
+    /// The variable's name, or how its block was allocated, or its address.
     pub name: String,
     /// `global`, `heap` or `address`.
     pub class: String,
+    /// Threads that touched it (over all runs).
     pub threads: usize,
+    /// Sites that touched it (over all runs).
     pub sites: usize,
     /// Runs in which more than one thread touched it.
     pub runs: u64,
     /// The seed whose accesses are listed.
     pub listed_seed: u64,
+    /// That run's accesses, in observed order.
     pub accesses: Vec<AccessReport>,
     /// Different threads, at least one write, no common lock, not ordered
     /// by spawn/join.
@@ -106,28 +113,40 @@ pub struct VarReport {
 /// One access in observed order (consecutive repeats folded).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AccessReport {
+    /// Spawn index of the thread.
     pub thread: Tid,
+    /// Its `heddle_thread_name`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_name: Option<String>,
+    /// `R`, `W`, `RMW` or `copy`.
     pub access: String,
+    /// `file:line`.
     pub site: String,
+    /// The function of the site.
     pub function: String,
+    /// Locks held (by name where known).
     pub locks: Vec<String>,
+    /// How many times in a row.
     pub repeat: u32,
 }
 
 /// A static access point in a pair.
 #[derive(Debug, Clone, Serialize)]
 pub struct PointReport {
+    /// `R`, `W`, `RMW` or `copy`.
     pub access: String,
+    /// `file:line`.
     pub site: String,
+    /// The function of the site.
     pub function: String,
 }
 
 /// A pair of access points and the orders it was seen in.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairReport {
+    /// The lesser access point (by site id).
     pub first: PointReport,
+    /// The other one.
     pub second: PointReport,
     /// Thread pairs (first's thread, second's thread) seen.
     pub threads: Vec<[Tid; 2]>,
@@ -149,6 +168,7 @@ fn access_label(k: EventKind) -> &'static str {
 }
 
 impl<'a> Observer<'a> {
+    /// An observer over the module whose sites are `sites`.
     pub fn new(sites: &'a SiteTable) -> Observer<'a> {
         Observer {
             sites,

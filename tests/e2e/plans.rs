@@ -237,6 +237,31 @@ fn invalid_plans_are_rejected_before_running() {
             text(&o.stdout)
         );
     }
+    for (body, needle) in [
+        (
+            "[[order]]\nlabel = \"reusd\"\n",
+            "unknown label `reusd`; nearest: reused",
+        ),
+        (
+            "bug = \"use-after-fre\"\n[[order]]\nthread = \"producer\"\n",
+            "unknown bug kind `use-after-fre`; nearest: use-after-free",
+        ),
+        (
+            "[[order]]\nthread = \"consumer\"\nat = \"uaf_publsh.c:77\"\n",
+            "no yield point in a file `uaf_publsh.c`; nearest files: uaf_publish.c",
+        ),
+    ] {
+        let p = plan_file(dir.path(), "bad-uaf.toml", body);
+        let o = heddle_out(&[
+            "plan",
+            &p,
+            "targets/uaf_publish.c",
+            "--fixed",
+            "--runs",
+            "1",
+        ]);
+        assert_usage_error(&o, needle);
+    }
     let o = heddle_out(&["plan", "targets/codeblock.cpp", "targets/race_bank.c"]);
     assert_usage_error(&o, "no plan file");
 }

@@ -25,6 +25,7 @@ pub enum Expect {
     Normal,
 }
 
+/// Arguments of `heddle plan`.
 #[derive(Args, Debug)]
 pub struct PlanArgs {
     /// The plan file (.toml) and the target, in either order.
@@ -62,9 +63,13 @@ pub struct PlanArgs {
 /// How a plan run ended (ε).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ending {
+    /// The run passed.
     Normal,
+    /// The run failed with the plan's bug (any failure but a hang, when the plan names none).
     Triggered,
+    /// The run hit its step or virtual-time budget.
     Timeout,
+    /// The run failed some other way.
     Other,
 }
 
@@ -166,9 +171,13 @@ fn merge(into: &mut Vec<u64>, bits: &[u64]) -> usize {
 
 /// One plan run: its result and how far the plan got.
 pub struct PlanRun {
+    /// The run's seed.
     pub seed: u64,
+    /// What the run produced.
     pub result: RunResult,
+    /// κS, κΦ and stalls.
     pub progress: PlanProgress,
+    /// ε.
     pub ending: Ending,
     /// Sites this run reached that no earlier run (nor the probes) had.
     pub new_sites: usize,
@@ -231,6 +240,7 @@ fn stall_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
     })
 }
 
+/// `heddle plan`: runs a plan `--runs` times and reports per run and in total.
 pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
     let file = plan::load_file(&plan_path)?;
@@ -455,6 +465,7 @@ fn write_replay(
     Ok(path)
 }
 
+/// Arguments of `heddle observe`.
 #[derive(Args, Debug)]
 pub struct ObserveArgs {
     #[command(flatten)]
@@ -472,6 +483,7 @@ pub struct ObserveArgs {
     pub json: bool,
 }
 
+/// `heddle observe`: random runs with events recorded, summarised per shared variable.
 pub fn observe_cmd(a: ObserveArgs) -> Result<i32> {
     let (_t, program) = a.target.load()?;
     if a.runs == 0 {

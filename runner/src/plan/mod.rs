@@ -78,6 +78,7 @@ pub struct EventSpec {
     /// A short name for reports (default `e<i>`).
     #[serde(default)]
     pub name: Option<String>,
+    /// The thread (spawn index or name; default any).
     #[serde(default)]
     pub thread: Option<ThreadSpec>,
     /// `file:line`, `function` or `function+k` (k lines below the function's
@@ -107,19 +108,28 @@ pub struct EventSpec {
 /// Which thread an event belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThreadMatch {
+    /// Any thread.
     Any,
+    /// The thread with this spawn index.
     Tid(Tid),
+    /// The thread that named itself so.
     Name(String),
 }
 
 /// A comparison operator of a predicate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
@@ -141,10 +151,13 @@ impl Op {
 pub struct Predicate {
     /// As written.
     pub text: String,
+    /// Address of the variable (plus offset).
     pub addr: u32,
     /// Bytes (1..=8): the variable is read as a signed little-endian integer.
     pub size: u32,
+    /// The comparison.
     pub op: Op,
+    /// The value compared with.
     pub value: i64,
 }
 
@@ -165,6 +178,7 @@ pub struct PlanEvent {
     pub name: String,
     /// What the event is, in words (for reports).
     pub text: String,
+    /// Whose event it is.
     pub thread: ThreadMatch,
     /// Allowed sites, by id (None: any site).
     pub sites: Option<Vec<bool>>,
@@ -172,7 +186,9 @@ pub struct PlanEvent {
     pub kinds: Vec<EventKind>,
     /// Address range `[lo, hi)` the event must touch.
     pub range: Option<(u32, u32)>,
+    /// The `heddle_event` label it must carry.
     pub label: Option<String>,
+    /// Which occurrence (None: the next one).
     pub nth: Option<u32>,
     /// The state constraint φ (empty: none).
     pub when: Vec<Predicate>,
@@ -226,10 +242,15 @@ impl PlanEvent {
 pub struct Plan {
     /// The file stem, for reports and file names.
     pub name: String,
+    /// The hypothesis it encodes.
     pub hypothesis: Option<String>,
+    /// The verdict kind that counts as triggered.
     pub bug: Option<String>,
+    /// Program arguments it is written for.
     pub args: Option<Vec<String>>,
+    /// Stalled decisions before the remaining constraints are abandoned.
     pub stall_budget: u64,
+    /// S, in order.
     pub events: Vec<PlanEvent>,
 }
 
@@ -430,7 +451,7 @@ fn resolve_event(
             if !known.thread_names.contains(n) && !known.in_module(n) {
                 let names: Vec<&str> = known.thread_names.iter().map(|s| s.as_str()).collect();
                 if names.is_empty() {
-                    bail!("unknown thread `{n}` (no thread of this target names itself with heddle_thread_name)");
+                    bail!("unknown thread `{n}` (no thread named itself in the probe runs, and the module holds no such string)");
                 }
                 bail!(
                     "unknown thread `{n}`; nearest: {}",
@@ -495,7 +516,7 @@ fn resolve_event(
         if !known.labels.contains(l) && !known.in_module(l) {
             let labels: Vec<&str> = known.labels.iter().map(|s| s.as_str()).collect();
             if labels.is_empty() {
-                bail!("unknown label `{l}` (the target calls heddle_event with no label)");
+                bail!("unknown label `{l}` (no heddle_event label was seen in the probe runs, and the module holds no such string)");
             }
             bail!(
                 "unknown label `{l}`; nearest: {}",

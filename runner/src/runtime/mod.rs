@@ -173,9 +173,13 @@ pub struct RunResult {
 /// A heap block and where it was allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeapBlockInfo {
+    /// First byte the guest may use.
     pub start: u32,
+    /// Bytes asked for.
     pub size: u32,
+    /// The allocating thread.
     pub alloc_tid: Tid,
+    /// The allocation call site.
     pub alloc_site: crate::instrument::SiteId,
 }
 
