@@ -160,5 +160,96 @@ fn races(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, runs, yield_points, switches, memcheck, races);
+fn condvar16(c: &mut Criterion) {
+    let p = program("benches/programs/condvar_ring.c", Granularity::All);
+    let base = cfg(&["16", "2"], "random");
+    let mut seed = 0u64;
+    let mut g = c.benchmark_group("run");
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function("condvar_ring_16x2_random", |b| {
+        b.iter(|| {
+            seed += 1;
+            p.run(&RunConfig {
+                seed,
+                ..base.clone()
+            })
+            .unwrap()
+        })
+    });
+    g.finish();
+    let t = per_run(&p, &base, 200);
+    eprintln!(
+        "condvar_ring 16 threads: {:.0} runs/s/core ({:.1} µs per run)",
+        1.0 / t,
+        t * 1e6
+    );
+}
+
+/// A field of `/proc/self/status` in KiB (`VmHWM`, `VmRSS`).
+fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim_start_matches(':')
+                .trim()
+                .strip_suffix("kB")
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Peak resident memory a closure adds, in KiB (resets the high-water mark
+/// first; Linux only).
+fn peak_kib(f: impl FnOnce()) -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = status_kib("VmRSS");
+    f();
+    status_kib("VmHWM").saturating_sub(before)
+}
+
+fn scaling(c: &mut Criterion) {
+    let p = program("benches/programs/many_threads.c", Granularity::All);
+    // Memory first, while most pool slots are still untouched: the peak
+    // resident memory one 1000-thread run adds (instances, fiber stacks,
+    // scheduler state; guest memory is shared and counted once).
+    let kib = peak_kib(|| {
+        p.run(&cfg(&["1000"], "random")).unwrap();
+    });
+    eprintln!(
+        "1000 guest threads: peak +{kib} KiB resident ({:.1} KiB per guest thread)",
+        kib as f64 / 1000.0
+    );
+    let mut g = c.benchmark_group("threads");
+    g.measurement_time(Duration::from_secs(5));
+    for n in [1u64, 10, 100, 1000] {
+        let run = cfg(&[&n.to_string()], "random");
+        g.bench_function(format!("many_threads_{n}"), |b| {
+            b.iter(|| p.run(&run).unwrap())
+        });
+    }
+    g.finish();
+    let one = per_run(&p, &cfg(&["1"], "random"), 200);
+    for n in [10u64, 100, 1000] {
+        let run = cfg(&[&n.to_string()], "random");
+        let t = per_run(&p, &run, if n == 1000 { 10 } else { 50 });
+        eprintln!(
+            "{n} guest threads: {:.2} ms per run, {:.1} µs per extra thread \
+             (instantiate + spawn + join + one locked increment)",
+            t * 1e3,
+            (t - one) / (n - 1) as f64 * 1e6,
+        );
+    }
+}
+
+criterion_group!(
+    benches,
+    runs,
+    condvar16,
+    scaling,
+    yield_points,
+    switches,
+    memcheck,
+    races
+);
 criterion_main!(benches);

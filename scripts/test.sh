@@ -6,7 +6,9 @@
 #   2. install the C/C++ toolchain (apt packages, the rustup target, the
 #      trixie wasi-libc headers, the sysroot) — `heddle toolchain install`;
 #   3. build every bundled target, buggy and fixed;
-#   4. run the unit and end-to-end tests.
+#   4. install headless Chromium (Debian's `chromium`) for the HTML report
+#      test, when it is missing;
+#   5. run the unit and end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,4 +16,13 @@ cargo build --locked
 ./target/debug/heddle toolchain install
 ./target/debug/heddle toolchain doctor
 ./target/debug/heddle targets --build > /dev/null
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; } || true
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo apt-get install -y -qq chromium || true
+    fi
+    command -v chromium >/dev/null 2>&1 ||
+        echo "warning: chromium could not be installed; the HTML report test will skip its browser check" >&2
+fi
 cargo test --locked --workspace -- "$@"

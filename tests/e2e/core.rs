@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use heddle::instrument::Granularity;
-use heddle::runtime::RunConfig;
+use heddle::runtime::{Program, RunConfig};
 use heddle::trace::replay::ReplayFile;
 use heddle::verdict::Verdict;
 
@@ -463,7 +463,14 @@ fn traps_and_hangs_never_stop_a_campaign() {
     for kind in ["trap:out-of-bounds@worker", "hang:step", "assertion@worker"] {
         assert!(stdout.contains(kind), "missing {kind}: {stdout}");
     }
-    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    // (each replay file has its HTML report next to it)
+    let files = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "toml"))
+        })
+        .count();
     assert_eq!(files, 3, "one replay file per distinct failure");
 }
 
@@ -546,4 +553,22 @@ fn bad_input_gets_a_one_line_error_and_exit_2() {
             .as_bytes(),
     );
     assert_usage_error(&heddle_out(&["replay", &foreign]), "module mismatch");
+}
+
+#[test]
+fn a_thousand_guest_threads_run_in_one_run() {
+    let module = std::fs::read(build("benches/programs/many_threads.c", &[])).unwrap();
+    let p = Program::new(&module, &heddle::instrument::Config::default()).unwrap();
+    let cfg = RunConfig {
+        args: vec!["1000".into()],
+        seed: 7,
+        ..RunConfig::default()
+    };
+    let a = run(&p, &cfg);
+    assert!(a.verdict.is_pass(), "{}", a.verdict.summary());
+    assert_eq!(a.threads, 1001);
+    assert_eq!(text(&a.stdout), "1000 threads done\n");
+    // And it is as deterministic with a thousand threads as with two.
+    let b = run(&p, &cfg);
+    assert_eq!(a.decisions, b.decisions);
 }

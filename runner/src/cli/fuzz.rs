@@ -40,6 +40,12 @@ pub struct FuzzArgs {
     /// Print every failing seed with its verdict signature.
     #[arg(long)]
     pub list_failures: bool,
+    /// `json`: print one JSON document (docs/report-schema.json) on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
+    /// Write (or merge into) a JUnit XML file: one test case for the target.
+    #[arg(long, value_name = "OUT.xml")]
+    pub junit: Option<PathBuf>,
 }
 
 /// One failing seed.
@@ -49,6 +55,8 @@ struct Failure {
 }
 
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
+    let json = a.format == crate::report::json::Format::Json;
+    let guard = crate::report::json::TextToStderr::start(json);
     let (t, program) = a.target.load()?;
     let base = a.run.config(&a.target.args, 0)?;
     let base = program.calibrate(base)?;
@@ -154,8 +162,62 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
             println!("failing seed {}: {}", f.seed, f.result.verdict.signature());
         }
     }
+    let mut docs: Vec<crate::report::json::FailureDoc> = Vec::new();
+    let finish = |docs: Vec<crate::report::json::FailureDoc>| -> Result<i32> {
+        let nfail = failures.len() as u64;
+        if let Some(path) = &a.junit {
+            let name = t
+                .given
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "target".into());
+            let failure = docs.first().map(|d| {
+                let mut text = format!(
+                    "{} of {ran} runs failed (strategy {}); seed {}: {}",
+                    nfail, base.strategy, d.seed, d.verdict.summary
+                );
+                if let Some(c) = &d.replay_command {
+                    text.push_str(&format!("\nreplay: {c}"));
+                }
+                if let Some(r) = &d.report {
+                    text.push_str(&format!("\nreport: {r}"));
+                }
+                (d.verdict.summary.clone(), text)
+            });
+            crate::report::junit::write(
+                path,
+                &crate::report::junit::Case {
+                    name,
+                    classname: "heddle.fuzz".into(),
+                    time: elapsed,
+                    failure,
+                },
+            )?;
+        }
+        if json {
+            use crate::report::json::{Document, RaceDoc, Statistics};
+            let mut doc = Document::new("fuzz", &t.given.display().to_string(), &base.strategy);
+            doc.result = if nfail == 0 { "pass" } else { "fail" };
+            if let Some(d) = docs.first() {
+                doc.verdict = Some(d.verdict.clone());
+                doc.seed = Some(d.seed);
+                doc.replay = d.replay.clone();
+            }
+            doc.failures = docs;
+            doc.races = races.values().map(|(s, r)| RaceDoc::of(*s, r)).collect();
+            doc.statistics = Statistics {
+                runs: ran,
+                failing: nfail,
+                elapsed_seconds: elapsed,
+                runs_per_second: ran as f64 / elapsed.max(1e-9),
+                ..Statistics::default()
+            };
+            crate::report::json::emit(guard, &doc);
+        }
+        Ok(if nfail == 0 { EXIT_OK } else { EXIT_BUG })
+    };
     if failures.is_empty() {
-        return Ok(EXIT_OK);
+        return finish(docs);
     }
     // One replay file per distinct signature (the smallest seed for each).
     let mut seen = std::collections::BTreeSet::new();
@@ -193,14 +255,45 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         );
         let path = a.out.join(name);
         paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+        // The HTML report records every event with its stack: skipped for
+        // runs too long to draw (a hang at the step budget, typically).
+        let html = (f.result.steps <= crate::report::MAX_REPORT_STEPS)
+            .then(|| path.with_extension("html"));
+        if let Some(html) = &html {
+            crate::report::write_html(
+                &program,
+                &RunConfig {
+                    seed: f.seed,
+                    ..base.clone()
+                },
+                &f.result.decisions,
+                &t.given.display().to_string(),
+                format!("heddle replay {}", path.display()),
+                html,
+            )?;
+        }
         println!("seed {}: {}", f.seed, f.result.verdict.summary());
         println!("  replay: heddle replay {}", path.display());
+        match &html {
+            Some(h) => println!("  report: {}", h.display()),
+            None => println!(
+                "  report: none (a run of {} steps is too long for the HTML report)",
+                f.result.steps
+            ),
+        }
+        docs.push(crate::report::json::FailureDoc {
+            seed: f.seed,
+            verdict: crate::report::json::VerdictDoc::of(&f.result.verdict),
+            replay: Some(path.display().to_string()),
+            report: html.as_ref().map(|h| h.display().to_string()),
+            replay_command: Some(format!("heddle replay {}", path.display())),
+        });
         if !a.keep_going {
             print_output(&f.result);
             break;
         }
     }
-    Ok(EXIT_BUG)
+    finish(docs)
 }
 
 /// The replay file of a run.
@@ -256,6 +349,9 @@ pub struct ReplayArgs {
     /// Print the program's output.
     #[arg(long)]
     pub show_output: bool,
+    /// `json`: print one JSON document (docs/report-schema.json) on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
 }
 
 /// The run a replay file describes, ready to execute.
@@ -347,6 +443,8 @@ pub fn parse_instrumentation(text: &str) -> Result<crate::instrument::Config> {
 }
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
+    let json = a.format == crate::report::json::Format::Json;
+    let guard = crate::report::json::TextToStderr::start(json);
     let rp = load_replay(&a.file, a.target.as_deref())?;
     let r = rp.program.run(&rp.config)?;
     if let Some(d) = &r.divergence {
@@ -385,6 +483,28 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
         "replay reproduced the recorded run ({} decisions, same verdict and output)",
         r.decisions.len()
     );
+    if json {
+        use crate::report::json::{Document, RaceDoc, Statistics, VerdictDoc};
+        let mut doc = Document::new("replay", &rp.file.module.source, &rp.file.run.strategy);
+        doc.result = if r.verdict.is_pass() { "pass" } else { "fail" };
+        doc.verdict = Some(VerdictDoc::of(&r.verdict));
+        doc.seed = Some(rp.file.run.seed);
+        doc.replay = Some(a.file.display().to_string());
+        doc.races = r
+            .races
+            .iter()
+            .map(|x| RaceDoc::of(rp.file.run.seed, x))
+            .collect();
+        doc.statistics = Statistics {
+            runs: 1,
+            failing: u64::from(!r.verdict.is_pass()),
+            steps: Some(r.steps),
+            decisions: Some(r.decisions.len() as u64),
+            preemptions: Some(r.preemptions),
+            ..Statistics::default()
+        };
+        crate::report::json::emit(guard, &doc);
+    }
     Ok(if r.verdict.is_pass() {
         EXIT_OK
     } else {

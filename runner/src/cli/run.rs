@@ -127,6 +127,9 @@ pub struct RunArgs {
     /// Print the final value of a global variable (repeatable).
     #[arg(long, value_name = "VAR")]
     pub observe: Vec<String>,
+    /// `json`: print one JSON document (docs/report-schema.json) on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
 }
 
 /// Prints the data races of a run, with both stacks (the run is repeated
@@ -182,6 +185,8 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     cfg.record_events = a.trace;
     cfg.diagnostics = true;
     cfg.observe = a.observe.clone();
+    let json = a.format == crate::report::json::Format::Json;
+    let guard = crate::report::json::TextToStderr::start(json);
     let r = program.run(&cfg)?;
     if a.trace {
         for e in &r.events {
@@ -219,6 +224,23 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     }
     if a.show_output || !r.verdict.is_pass() {
         print_output(&r);
+    }
+    if json {
+        use crate::report::json::{Document, RaceDoc, Statistics, VerdictDoc};
+        let mut doc = Document::new("run", &a.target.target.display().to_string(), &r.strategy);
+        doc.result = if r.verdict.is_pass() { "pass" } else { "fail" };
+        doc.verdict = Some(VerdictDoc::of(&r.verdict));
+        doc.seed = Some(a.seed);
+        doc.races = r.races.iter().map(|x| RaceDoc::of(a.seed, x)).collect();
+        doc.statistics = Statistics {
+            runs: 1,
+            failing: u64::from(!r.verdict.is_pass()),
+            steps: Some(r.steps),
+            decisions: Some(r.decisions.len() as u64),
+            preemptions: Some(r.preemptions),
+            ..Statistics::default()
+        };
+        crate::report::json::emit(guard, &doc);
     }
     Ok(if r.verdict.is_pass() {
         EXIT_OK

@@ -1,25 +1,220 @@
-//! `heddle show` and `heddle minimize`.
+//! `heddle show` (draw a recorded run) and `heddle minimize` (the same
+//! failure with the fewest preemptions).
 
-use anyhow::{bail, Result};
+use super::fuzz::{load_replay, replay_file, Replay};
+use super::EXIT_OK;
+use crate::report::{self, diagram, minimize, source::SourceCache, timeline, RunInfo};
+use crate::runtime::{RunConfig, RunResult};
+use crate::{paths, verdict::Verdict};
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
+/// `heddle show`: what to draw and how.
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The replay file.
     pub file: PathBuf,
+    /// The module or source to replay on (default: the one the file names).
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// Show only the rows within N rows of a marked step.
+    #[arg(long, value_name = "N")]
+    pub context: Option<usize>,
+    /// Show every step, library code included, without folding.
+    #[arg(long)]
+    pub all: bool,
+    /// Width of the diagram in columns (default: the terminal's, else 160).
+    #[arg(long, value_name = "W")]
+    pub width: Option<usize>,
+    /// Write the HTML report to this file instead of printing the diagram.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
-pub fn show_cmd(_a: ShowArgs) -> Result<i32> {
-    bail!("show is not available yet")
+/// The terminal width of stdout, when it is a terminal.
+fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills a `winsize` we own; nothing else is touched.
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0 {
+            return Some(ws.ws_col as usize);
+        }
+    }
+    None
 }
 
+/// Colour only on a terminal, and never with `NO_COLOR` set.
+pub fn use_color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The command that replays `file` (with `--target` when one was given).
+pub fn replay_command(file: &Path, target: Option<&Path>) -> String {
+    let mut c = format!("heddle replay {}", file.display());
+    if let Some(t) = target {
+        c.push_str(&format!(" --target {}", t.display()));
+    }
+    c
+}
+
+/// Replays `rp` recording events and stacks, and checks that it follows
+/// its recording.
+pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
+    let r = report::record(&rp.program, &rp.config)?;
+    if let Some(d) = &r.divergence {
+        bail!(
+            "replay diverged at decision {}: expected thread {} at site {}, but {}",
+            d.index,
+            d.expected.tid(),
+            d.expected.site(),
+            d.actual
+        );
+    }
+    if r.verdict.signature() != rp.file.verdict.signature {
+        eprintln!(
+            "heddle: warning: the replay gave `{}`, but the file recorded `{}`",
+            r.verdict.signature(),
+            rp.file.verdict.signature
+        );
+    }
+    Ok(r)
+}
+
+/// Replays the file with events and stacks recorded and prints its
+/// interleaving diagram (or writes the HTML report with `--html`).
+pub fn show_cmd(a: ShowArgs) -> Result<i32> {
+    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let r = replay_recorded(&rp)?;
+    let dirs = report::source_dirs(&rp.file.module.source);
+    let input = timeline::Input {
+        program: &rp.program,
+        result: &r,
+        source_dirs: dirs.clone(),
+    };
+    let mut info = RunInfo::new(&rp.file.module.source, &rp.config, &r);
+    info.replay_command = Some(replay_command(&a.file, a.target.as_deref()));
+    info.config.insert(
+        0,
+        (
+            "instrumentation".into(),
+            rp.file.run.instrumentation.clone(),
+        ),
+    );
+    if let Some(out) = &a.html {
+        let tl = timeline::Timeline::build(&input, false);
+        let mut src = SourceCache::new(dirs);
+        let page = report::html::page(&tl, &info, &mut src);
+        paths::write_atomic(out, page.as_bytes())
+            .with_context(|| format!("{}: cannot write", out.display()))?;
+        println!("wrote {}", out.display());
+        return Ok(EXIT_OK);
+    }
+    let tl = timeline::Timeline::build(&input, a.all);
+    let opts = diagram::Options {
+        all: a.all,
+        context: a.context,
+        width: a.width.or_else(terminal_width).unwrap_or(160).max(40),
+        color: use_color(),
+    };
+    let mut src = SourceCache::new(dirs);
+    print!("{}", report::show_text(&tl, &info, &opts, &mut src));
+    if r.preemptions > 3 && !r.verdict.is_pass() {
+        println!(
+            "hint: {} preemptions; `heddle minimize {}` finds the same failure with fewer",
+            r.preemptions,
+            a.file.display()
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+/// `heddle minimize`: which replay file and where the result goes.
 #[derive(Args, Debug)]
 pub struct MinimizeArgs {
     /// The replay file.
     pub file: PathBuf,
+    /// The module or source to replay on (default: the one the file names).
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// Where to write the minimised replay file (default: `<file>.min.toml`).
+    #[arg(short = 'o', long = "out", value_name = "OUT.toml")]
+    pub out: Option<PathBuf>,
+    /// Most candidate runs to try.
+    #[arg(long, default_value_t = 2000)]
+    pub max_runs: usize,
 }
 
-pub fn minimize_cmd(_a: MinimizeArgs) -> Result<i32> {
-    bail!("minimize is not available yet")
+/// `x.toml` → `x.min.toml`.
+pub fn minimized_path(file: &Path) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "replay".into());
+    let stem = stem.strip_suffix(".min").unwrap_or(&stem).to_string();
+    file.with_file_name(format!("{stem}.min.toml"))
+}
+
+/// Minimises the schedule of a replay file and writes the result as a new
+/// replay file (`<file>.min.toml` unless `--out`).
+pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
+    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let original = rp.program.run(&RunConfig {
+        record_choices: true,
+        ..rp.config.clone()
+    })?;
+    if original.divergence.is_some() {
+        bail!("the replay file does not replay (run `heddle replay` for details)");
+    }
+    if original.verdict.signature() != rp.file.verdict.signature {
+        bail!(
+            "the replay file does not reproduce its verdict: recorded `{}`, got `{}`",
+            rp.file.verdict.signature,
+            original.verdict.signature()
+        );
+    }
+    if matches!(original.verdict, Verdict::Pass { .. }) {
+        bail!("the recorded run passes: there is no failure to minimise");
+    }
+    let m = minimize::minimize(
+        &rp.program,
+        &rp.config,
+        &original,
+        &minimize::Options {
+            max_runs: a.max_runs,
+        },
+    )?;
+    let file = replay_file(
+        &rp.target,
+        &rp.program,
+        &rp.config,
+        rp.config.seed,
+        &m.result,
+    );
+    let out = a.out.clone().unwrap_or_else(|| minimized_path(&a.file));
+    paths::write_atomic(&out, file.to_toml()?.as_bytes())
+        .with_context(|| format!("{}: cannot write", out.display()))?;
+    println!(
+        "minimised in {} runs: {} → {} preemptions, {} → {} steps, same verdict ({})",
+        m.runs,
+        m.before_preemptions,
+        m.result.preemptions,
+        m.before_steps,
+        m.result.steps,
+        m.result.verdict.signature()
+    );
+    println!("  replay: {}", replay_command(&out, a.target.as_deref()));
+    println!(
+        "  show:   heddle show {}{}",
+        out.display(),
+        a.target
+            .as_ref()
+            .map(|t| format!(" --target {}", t.display()))
+            .unwrap_or_default()
+    );
+    Ok(EXIT_OK)
 }

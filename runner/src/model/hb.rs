@@ -161,15 +161,17 @@ impl Detector {
 
     /// An atomic read of the word at `addr`.
     pub fn acquire(&mut self, t: Tid, addr: u32) {
-        if let Some(l) = self.sync.get(&(addr >> 2)).cloned() {
-            self.thread(t).join(&l);
+        self.thread(t);
+        if let Some(l) = self.sync.get(&(addr >> 2)) {
+            self.threads[t as usize].join(l);
         }
     }
 
     /// An atomic write of the word at `addr`.
     pub fn release(&mut self, t: Tid, addr: u32) {
-        let c = self.thread(t).clone();
-        self.sync.entry(addr >> 2).or_default().join(&c);
+        self.thread(t);
+        let c = &self.threads[t as usize];
+        self.sync.entry(addr >> 2).or_default().join(c);
         self.tick(t);
     }
 
@@ -195,8 +197,17 @@ impl Detector {
 
     /// `notifier` woke `woken`.
     pub fn wake(&mut self, notifier: Tid, woken: Tid) {
-        let c = self.thread(notifier).clone();
-        self.thread(woken).join(&c);
+        self.thread(notifier.max(woken));
+        if notifier != woken {
+            let (n, w) = (notifier as usize, woken as usize);
+            let (lo, hi) = self.threads.split_at_mut(n.max(w));
+            let (c, into) = if n < w {
+                (&lo[n], &mut hi[0])
+            } else {
+                (&hi[0], &mut lo[w])
+            };
+            into.join(c);
+        }
         self.tick(notifier);
     }
 

@@ -1,1 +1,271 @@
-//! Failure reports people and machines can read (`heddle show`).
+//! Failure reports people and machines can read (`heddle show`, the HTML
+//! report `fuzz` writes next to each replay file, `--format json`,
+//! `--junit`), and schedule minimisation (`heddle minimize`).
+//!
+//! Everything drawn for people starts from a [`timeline::Timeline`], built
+//! from one run recorded with events and event stacks:
+//! - [`diagram`]: the interleaving diagram (one column per thread);
+//! - [`deadlock`]: the wait-for cycle of a deadlock;
+//! - [`html`]: one self-contained HTML page with a swimlane timeline.
+//!
+//! For machines: [`json`] (the versioned schema of `docs/report-schema.json`,
+//! checked by [`schema`]) and [`junit`].
+
+#![deny(missing_docs)]
+
+pub mod deadlock;
+pub mod diagram;
+pub mod html;
+pub mod json;
+pub mod junit;
+pub mod minimize;
+pub mod schema;
+pub mod source;
+pub mod timeline;
+
+use crate::runtime::{Program, RunConfig, RunResult};
+use crate::verdict::Verdict;
+use anyhow::{Context, Result};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use timeline::Timeline;
+
+/// Longest run (in steps) `fuzz` writes an HTML report for: recording every
+/// event with its stack costs memory in proportion to the steps.
+pub const MAX_REPORT_STEPS: u64 = 500_000;
+
+/// What a report says about the run besides its events.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// The target as the user named it.
+    pub target: String,
+    /// The seed of the run.
+    pub seed: u64,
+    /// The strategy spec of the run.
+    pub strategy: String,
+    /// Steps the run took.
+    pub steps: u64,
+    /// Decisions the run made.
+    pub decisions: usize,
+    /// Threads the run had.
+    pub threads: u32,
+    /// Preemptions the run made.
+    pub preemptions: u64,
+    /// The command that replays the run (`heddle replay …`).
+    pub replay_command: Option<String>,
+    /// Settings worth showing (`args`, `instrumentation`, limits, …).
+    pub config: Vec<(String, String)>,
+}
+
+impl RunInfo {
+    /// What `r`, a run of `cfg` on `target`, says about itself.
+    pub fn new(target: &str, cfg: &RunConfig, r: &RunResult) -> RunInfo {
+        RunInfo {
+            target: target.to_string(),
+            seed: cfg.seed,
+            strategy: r.strategy.clone(),
+            steps: r.steps,
+            decisions: r.decisions.len(),
+            threads: r.threads,
+            preemptions: r.preemptions,
+            replay_command: None,
+            config: vec![
+                ("args".into(), format!("{:?}", cfg.args)),
+                ("seed".into(), cfg.seed.to_string()),
+                ("strategy".into(), r.strategy.clone()),
+                ("max_steps".into(), cfg.max_steps.to_string()),
+                (
+                    "max_time_ms".into(),
+                    (cfg.max_time_ns / 1_000_000).to_string(),
+                ),
+                (
+                    "budget".into(),
+                    format!("{}..={}", cfg.budget.0, cfg.budget.1),
+                ),
+                ("expected_exit".into(), cfg.expected_exit.to_string()),
+            ],
+        }
+    }
+
+    /// `race_bank.c, seed 5 (replay): 3 threads, 412 steps, 1 preemption`.
+    pub fn title(&self) -> String {
+        let name = std::path::Path::new(&self.target)
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.target.clone());
+        format!(
+            "{name}, seed {} ({}): {} threads, {} steps, {} {}",
+            self.seed,
+            self.strategy,
+            self.threads,
+            self.steps,
+            self.preemptions,
+            if self.preemptions == 1 {
+                "preemption"
+            } else {
+                "preemptions"
+            }
+        )
+    }
+}
+
+/// The configuration of a run recorded for a report: events, their stacks
+/// and blocking diagnostics (none of which changes the schedule).
+pub fn recording(cfg: &RunConfig) -> RunConfig {
+    RunConfig {
+        record_events: true,
+        event_stacks: true,
+        diagnostics: true,
+        ..cfg.clone()
+    }
+}
+
+/// Runs `cfg` recorded for a report.
+pub fn record(program: &Program, cfg: &RunConfig) -> Result<RunResult> {
+    program.run(&recording(cfg))
+}
+
+/// The data-race section: each race with both accesses and their stacks.
+pub fn races_text(tl: &Timeline, all: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "data races ({}):", tl.races.len());
+    for r in &tl.races {
+        let _ = writeln!(out, "  ≠ {}", r.summary());
+        for (which, a) in [("first", &r.first), ("second", &r.second)] {
+            let rw = if a.write { "write" } else { "read" };
+            let stack = if a.stack.is_empty() {
+                format!("{} ({})", a.function, a.site)
+            } else {
+                deadlock::stack_line(&a.stack, all)
+            };
+            let _ = writeln!(
+                out,
+                "    {which:<6} {rw:<5} by {}: {stack}",
+                tl.label(a.tid)
+            );
+        }
+    }
+    out
+}
+
+/// Records the run `cfg` of `program` with events and stacks and writes its
+/// HTML report to `out`. `source` is the target as the user named it
+/// (where sources are looked up), `instrumentation` its setting and
+/// `replay_command` the command that replays it. Fails when the recorded run
+/// does not make the `expected` decisions (recording must not change the
+/// schedule).
+pub fn write_html(
+    program: &Program,
+    cfg: &RunConfig,
+    expected: &[crate::trace::Decision],
+    source: &str,
+    replay_command: String,
+    out: &std::path::Path,
+) -> Result<()> {
+    let r = record(program, cfg)?;
+    if r.decisions != expected {
+        anyhow::bail!(
+            "internal error: the run did not repeat its schedule when recorded for the report"
+        );
+    }
+    let dirs = source_dirs(source);
+    let input = timeline::Input {
+        program,
+        result: &r,
+        source_dirs: dirs.clone(),
+    };
+    let tl = Timeline::build(&input, false);
+    let mut info = RunInfo::new(source, cfg, &r);
+    info.replay_command = Some(replay_command);
+    info.config.insert(
+        0,
+        ("instrumentation".into(), program.instrumentation.describe()),
+    );
+    let mut src = source::SourceCache::new(dirs);
+    let page = html::page(&tl, &info, &mut src);
+    crate::paths::write_atomic(out, page.as_bytes())
+        .with_context(|| format!("{}: cannot write", out.display()))
+}
+
+/// Directories where a report looks for sources: the target's own.
+pub fn source_dirs(target: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(d) = std::path::Path::new(target).parent() {
+        v.push(d.to_path_buf());
+    }
+    v.push(PathBuf::from("."));
+    v
+}
+
+/// The whole text of `heddle show`: title, verdict, diagram, legend, notes,
+/// the deadlock section and the replay command.
+pub fn show_text(
+    tl: &Timeline,
+    info: &RunInfo,
+    opts: &diagram::Options,
+    src: &mut source::SourceCache,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", info.title());
+    let _ = writeln!(
+        out,
+        "{}",
+        diagram::wrap_line(&format!("verdict: {}", tl.verdict.summary()), opts.width, 2)
+    );
+    out.push('\n');
+    out.push_str(&diagram::render(tl, opts));
+    let legend = diagram::legend(tl);
+    if !legend.is_empty() {
+        let _ = writeln!(out, "\n{}", diagram::wrap_line(&legend, opts.width, 2));
+    }
+    let notes = diagram::render_notes(tl, opts.color, opts.width);
+    if !notes.is_empty() {
+        out.push('\n');
+        out.push_str(&notes);
+    }
+    if let Some(f) = tl.failing {
+        let g = &tl.groups[f];
+        // Where it failed: the innermost user frame of the verdict's stack
+        // (the failing instruction need not be a yield point), else the
+        // failing row's line.
+        let stack = match &tl.verdict {
+            Verdict::Assertion { stack, .. } | Verdict::Trap { stack, .. } => stack.as_slice(),
+            Verdict::Memory(m) => m.stack.as_slice(),
+            _ => &[],
+        };
+        let loc = stack
+            .iter()
+            .filter_map(|f| f.loc.as_ref())
+            .find(|l| !timeline::is_library_file(&l.file) && l.line > 0)
+            .or(g.loc.as_ref());
+        let at = loc
+            .map(|l| format!(" at step {} ({})", g.first_step, l.short()))
+            .unwrap_or_default();
+        let what = match &tl.verdict {
+            Verdict::Assertion { message, .. } => format!("assertion failed: {message}"),
+            Verdict::Trap { trap, message, .. } => format!("trap ({trap}): {message}"),
+            Verdict::Memory(m) => format!("{} at address {:#x}", m.error, m.addr),
+            Verdict::Race(r) => r.summary(),
+            v => v.summary(),
+        };
+        let line = format!("✗ {}{at}: {what}", tl.label(g.tid));
+        let line = if opts.color {
+            format!("\x1b[1;31m{line}\x1b[0m")
+        } else {
+            line
+        };
+        let _ = writeln!(out, "{}", diagram::wrap_line(&line, opts.width, 2));
+    }
+    if !tl.races.is_empty() {
+        out.push('\n');
+        out.push_str(&races_text(tl, opts.all));
+    }
+    if let Verdict::Deadlock { threads } = &tl.verdict {
+        out.push('\n');
+        out.push_str(&deadlock::render(tl, threads, src, opts.all));
+    }
+    if let Some(c) = &info.replay_command {
+        let _ = writeln!(out, "\nreplay: {c}");
+    }
+    out
+}

@@ -664,15 +664,22 @@ impl RunState {
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
         }
+        // Record before the race check, so that a racing access that ends
+        // the run (`--races fail`) is the last event of the trace.
+        if self.limits.record_events {
+            self.record_executed(tid, preempted);
+        }
         if self.hb.is_some() {
             self.happens_before(tid, p);
             if self.outcome.is_some() {
                 return Err(RunEnd);
             }
         }
-        if !self.limits.record_events {
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    /// Appends `tid`'s pending event, executed now, to the trace.
+    fn record_executed(&mut self, tid: Tid, preempted: bool) {
         self.fill_last_value(tid);
         let p = self.threads[tid as usize].pending;
         self.events.push(Event {
@@ -690,7 +697,6 @@ impl RunState {
             self.event_stacks.push(stack);
         }
         self.threads[tid as usize].last_event = Some(self.events.len() - 1);
-        Ok(())
     }
 
     /// Fills in the value of `tid`'s last recorded access (it has executed
@@ -1203,7 +1209,10 @@ impl RunState {
                     }
                     let heap = self.heap.as_mut().expect("memcheck on");
                     match heap.free(ptr, origin) {
-                        Ok(release) => pa.args[0] = release.unwrap_or(0),
+                        Ok(release) => {
+                            pa.args[0] = release.unwrap_or(0);
+                            self.heap_event(tid, site, ptr, 0);
+                        }
                         Err(Fault::DoubleFree(b)) => return Err(("double-free", ptr, Some(b))),
                         Err(_) => return Err(("invalid-free", ptr, None)),
                     }
@@ -1212,6 +1221,32 @@ impl RunState {
         }
         self.threads[tid as usize].alloc = Some(pa);
         Ok(())
+    }
+
+    /// Records an allocation (`len` its size) or a free (`len` 0) of the
+    /// block at `addr` as a [`EventKind::Call`] event at the allocator call
+    /// `site`, so that reports can show where blocks were allocated and
+    /// freed. It is not a yield point: only recorded, never scheduled.
+    fn heap_event(&mut self, tid: Tid, site: SiteId, addr: u32, len: u32) {
+        if !self.limits.record_events {
+            return;
+        }
+        self.fill_last_value(tid);
+        self.events.push(Event {
+            step: self.steps,
+            tid,
+            site,
+            kind: EventKind::Call,
+            addr,
+            len,
+            value: None,
+            preempted: false,
+        });
+        if self.limits.event_stacks {
+            // The stack of the previous yield point may be at another line:
+            // leave it empty so the event is placed at its call site.
+            self.event_stacks.push(Vec::new());
+        }
     }
 
     /// The `i`-th argument the allocator call should really get.
@@ -1262,6 +1297,7 @@ impl RunState {
             hb.reset(real, pa.size.saturating_add(2 * r));
         }
         self.last_alloc = Some(start);
+        self.heap_event(tid, site, start, pa.size);
         let poison = vec![POISON; r as usize];
         self.poke(real, &poison);
         self.poke(start + pa.size, &poison);
