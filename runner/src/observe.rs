@@ -2,8 +2,8 @@
 //! a bug hypothesis, and so a plan.
 //!
 //! Over the recorded events of several runs, per shared variable (a global
-//! by its DWARF/symbol name, else a heap block by its allocation site, else
-//! an address): the accesses ⟨thread, R/W, file:line⟩ in observed order with
+//! by its DWARF/symbol name, else a heap block by its address and allocation
+//! site, else an address): the accesses ⟨thread, R/W, file:line⟩ in observed order with
 //! the lock set held at each (wasi-libc mutexes, recognised by their
 //! lock/unlock call sites), how many threads and sites touch it, and the
 //! *conflicting pairs* — accesses from different threads, at least one a
@@ -28,8 +28,8 @@ const MAX_LISTED: usize = 40;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum VarKey {
     Global(String),
-    /// A heap block, by allocation site.
-    Heap(SiteId),
+    /// A heap block, by allocation site and start address.
+    Heap(SiteId, u32),
     Addr(u32),
 }
 
@@ -201,8 +201,11 @@ impl<'a> Observer<'a> {
             if addr < b.start + b.size.max(1) {
                 let (at, _) = self.site_text(b.alloc_site);
                 return (
-                    VarKey::Heap(b.alloc_site),
-                    format!("heap block allocated at {at}"),
+                    VarKey::Heap(b.alloc_site, b.start),
+                    format!(
+                        "heap block at {:#x} ({} bytes, allocated at {at} by thread {})",
+                        b.start, b.size, b.alloc_tid
+                    ),
                     "heap",
                 );
             }
