@@ -263,3 +263,148 @@ impl Strategy for PlanStrategy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventKind;
+    use crate::plan::{Op, PlanEvent, Predicate, ThreadMatch};
+    use crate::sched::Candidate;
+
+    /// Guest memory of one 4-byte variable at address 100.
+    struct Mem(u64);
+    impl RunView for Mem {
+        fn read(&self, addr: u32, _len: u32) -> Option<u64> {
+            (addr == 100).then_some(self.0)
+        }
+        fn thread_name(&self, _tid: Tid) -> Option<&str> {
+            None
+        }
+        fn last_label(&self, _tid: Tid) -> Option<&str> {
+            None
+        }
+    }
+
+    fn event(tid: Tid, kind: EventKind, when: Vec<Predicate>) -> PlanEvent {
+        PlanEvent {
+            name: format!("t{tid}"),
+            text: String::new(),
+            thread: ThreadMatch::Tid(tid),
+            sites: None,
+            kinds: vec![kind],
+            range: None,
+            label: None,
+            nth: Some(1),
+            when,
+        }
+    }
+
+    fn pending(kind: EventKind) -> Pending {
+        Pending {
+            site: 0,
+            kind,
+            addr: 100,
+            len: 4,
+        }
+    }
+
+    fn cand(tid: Tid, kind: EventKind) -> Candidate {
+        Candidate {
+            tid,
+            pending: pending(kind),
+            spinning: false,
+        }
+    }
+
+    fn strategy(when: Vec<Predicate>, budget: u64) -> (PlanStrategy, Arc<Mutex<PlanProgress>>) {
+        let plan = Plan {
+            name: "t".into(),
+            hypothesis: None,
+            bug: None,
+            args: None,
+            stall_budget: budget,
+            events: vec![
+                event(1, EventKind::Write, Vec::new()),
+                event(2, EventKind::Read, when),
+            ],
+        };
+        let out = Arc::new(Mutex::new(PlanProgress::default()));
+        (PlanStrategy::new(Arc::new(plan), out.clone()), out)
+    }
+
+    fn pick(s: &mut PlanStrategy, cands: &[Candidate], mem: &Mem) -> Tid {
+        let choice = Choice {
+            current: None,
+            candidates: cands,
+            decision: 0,
+        };
+        cands[s.pick_thread_in(&choice, mem)].tid
+    }
+
+    #[test]
+    fn next_before_free_before_held() {
+        let (mut s, out) = strategy(Vec::new(), 100);
+        let mem = Mem(0);
+        // t2's read is e2: held while e1 (t1's write) is pending; t1 is next.
+        let both = [cand(1, EventKind::Write), cand(2, EventKind::Read)];
+        for seed in 0..20 {
+            s.reset(seed);
+            assert_eq!(pick(&mut s, &both, &mem), 1);
+        }
+        // A free thread runs before a held one.
+        let free_held = [cand(2, EventKind::Read), cand(3, EventKind::Read)];
+        for _ in 0..20 {
+            assert_eq!(pick(&mut s, &free_held, &mem), 3);
+        }
+        // e1 happens: s advances and t2 becomes next.
+        s.on_event(1, &pending(EventKind::Write), &mem);
+        assert_eq!(out.lock().unwrap().satisfied, 1);
+        for _ in 0..20 {
+            assert_eq!(pick(&mut s, &free_held, &mem), 2);
+        }
+        s.on_event(2, &pending(EventKind::Read), &mem);
+        assert_eq!(out.lock().unwrap().satisfied, 2);
+        assert!(out.lock().unwrap().abandoned.is_none());
+    }
+
+    #[test]
+    fn forced_held_thread_and_state_constraints() {
+        let when = vec![Predicate {
+            text: "x == 5".into(),
+            addr: 100,
+            size: 4,
+            op: Op::Eq,
+            value: 5,
+        }];
+        let (mut s, out) = strategy(when, 100);
+        s.on_event(1, &pending(EventKind::Write), &Mem(0));
+        // Only t2 can run, but φ is false: it is forced, s stays.
+        assert_eq!(pick(&mut s, &[cand(2, EventKind::Read)], &Mem(0)), 2);
+        s.on_event(2, &pending(EventKind::Read), &Mem(0));
+        let p = out.lock().unwrap().clone();
+        assert_eq!((p.satisfied, p.forced), (1, 1));
+        assert_eq!(p.phi_never_held(), vec![1]);
+        // Its first occurrence went by: the rest of the plan is abandoned.
+        assert_eq!(p.abandoned.as_ref().map(|a| a.0), Some(1));
+
+        // With φ true the same event advances s.
+        s.reset(0);
+        s.on_event(1, &pending(EventKind::Write), &Mem(5));
+        s.on_event(2, &pending(EventKind::Read), &Mem(5));
+        let p = out.lock().unwrap().clone();
+        assert_eq!(p.satisfied, 2);
+        assert!(p.phi_never_held().is_empty());
+    }
+
+    #[test]
+    fn stall_budget_abandons() {
+        let (mut s, out) = strategy(Vec::new(), 3);
+        let held_free = [cand(2, EventKind::Read), cand(3, EventKind::Read)];
+        for _ in 0..4 {
+            pick(&mut s, &held_free, &Mem(0));
+        }
+        let p = out.lock().unwrap().clone();
+        assert_eq!(p.abandoned.as_ref().map(|a| a.0), Some(0), "{p:?}");
+        assert_eq!(p.held, 4);
+    }
+}
