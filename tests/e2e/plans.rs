@@ -1,1 +1,397 @@
-//! Tests: plans and observation.
+//! Schedule plans (`heddle plan`) and shared-access observation (`heddle observe`).
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+
+/// The replay path `heddle plan` printed.
+fn replay_path(stdout: &str) -> Option<PathBuf> {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .map(PathBuf::from)
+}
+
+/// Writes a plan file into `dir`.
+fn plan_file(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn plan_codeblock_triggers_engaged_and_replays() {
+    let out = tempdir();
+    let o = heddle_out(&[
+        "plan",
+        "plans/codeblock.toml",
+        "targets/codeblock.cpp",
+        "--runs",
+        "5",
+        "--expect",
+        "triggered",
+        "--out",
+        &out.path().display().to_string(),
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    // The first run already triggers, fully engaged.
+    let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+    assert!(first.contains("triggered (trap"), "{s}");
+    assert!(first.contains("κS 2/2") && first.contains("κΦ ∅"), "{s}");
+    assert!(s.contains("engaged (κS = 2, κΦ = ∅) in 5 of 5 runs"), "{s}");
+    let path = replay_path(&s).expect(&s);
+    assert!(path.exists());
+    let r = heddle_out(&["replay", &path.display().to_string()]);
+    let rs = text(&r.stdout);
+    assert_eq!(r.status.code(), Some(1), "{rs}\n{}", text(&r.stderr));
+    assert!(
+        rs.contains("verdict: trap") && rs.contains("replay reproduced"),
+        "{rs}"
+    );
+}
+
+#[test]
+fn plan_codeblock_fixed_is_engaged_and_normal() {
+    let o = heddle_out(&[
+        "plan",
+        "targets/codeblock.cpp",
+        "plans/codeblock.toml",
+        "--fixed",
+        "--runs",
+        "5",
+        "--expect",
+        "normal",
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    assert!(s.contains("5 runs: 0 triggered, 5 normal"), "{s}");
+    assert!(s.contains("engaged (κS = 2, κΦ = ∅) in 5 of 5 runs"), "{s}");
+    assert!(s.contains("expectation met"), "{s}");
+    // The buggy build fails the same regression test.
+    let o = heddle_out(&[
+        "plan",
+        "targets/codeblock.cpp",
+        "plans/codeblock.toml",
+        "--runs",
+        "2",
+        "--expect",
+        "normal",
+        "--out",
+        &tempdir().path().display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+}
+
+#[test]
+fn bundled_plans_trigger_their_bugs() {
+    let cases = [
+        (
+            "plans/race_bank.toml",
+            "targets/race_bank.c",
+            "assertion",
+            4,
+        ),
+        (
+            "plans/deadlock_abba.toml",
+            "targets/deadlock_abba.c",
+            "deadlock",
+            2,
+        ),
+        (
+            "plans/uaf_publish.toml",
+            "targets/uaf_publish.c",
+            "use-after-free",
+            3,
+        ),
+    ];
+    let results = par_map(&cases, |(plan, target, kind, n)| {
+        let out = tempdir();
+        let o = heddle_out(&[
+            "plan",
+            plan,
+            target,
+            "--runs",
+            "3",
+            "--expect",
+            "triggered",
+            "--out",
+            &out.path().display().to_string(),
+        ]);
+        (o, kind.to_string(), *n)
+    });
+    for (o, kind, n) in results {
+        let s = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+        let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+        assert!(first.contains(&format!("triggered ({kind}")), "{s}");
+        assert!(first.contains(&format!("κS {n}/{n}")), "{s}");
+    }
+}
+
+#[test]
+fn impossible_order_and_state_constraint_are_reported() {
+    let dir = tempdir();
+    // Thread 1 always reads balance before it writes it.
+    let order = plan_file(
+        dir.path(),
+        "order.toml",
+        r#"
+[[order]]
+thread = 1
+kind = "write"
+var = "balance"
+nth = 1
+
+[[order]]
+thread = 1
+kind = "read"
+var = "balance"
+nth = 1
+"#,
+    );
+    let o = heddle_out(&["plan", &order, "targets/race_bank.c", "--runs", "2"]);
+    let s = text(&o.stdout);
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{s}"
+    );
+    let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+    assert!(first.contains("κS 1/2"), "{s}");
+    assert!(
+        s.contains("stalled at e2 (thread 1 read `balance` #1)"),
+        "{s}"
+    );
+    assert!(s.contains("stalls most: e2"), "{s}");
+
+    let state = plan_file(
+        dir.path(),
+        "state.toml",
+        r#"
+[[order]]
+thread = "invalidator"
+kind = "unlock"
+var = "cache_lock"
+
+[[order]]
+thread = "executor"
+kind = "lock"
+var = "cache_lock"
+when = ["executed == 42"]
+"#,
+    );
+    let o = heddle_out(&[
+        "plan",
+        &state,
+        "targets/codeblock.cpp",
+        "--fixed",
+        "--runs",
+        "2",
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+    assert!(first.contains("κS 1/2"), "{s}");
+    assert!(first.contains("κΦ {e2: executed == 42}"), "{s}");
+    assert!(s.contains("κΦ: the state constraint of e2"), "{s}");
+}
+
+#[test]
+fn invalid_plans_are_rejected_before_running() {
+    let dir = tempdir();
+    let cases = [
+        (
+            "[[order]]\nat = \"codeblock.cpp:9999\"\n",
+            "unknown site `codeblock.cpp:9999`: no yield point on that line; nearest: codeblock.cpp:",
+        ),
+        (
+            "[[order]]\nvar = \"exsits\"\n",
+            "unknown variable `exsits`; nearest: exists",
+        ),
+        (
+            "[[order]]\nthread = \"invalidater\"\n",
+            "unknown thread `invalidater`; nearest: invalidator",
+        ),
+        ("[[order]]\nthread = 7\n", "unknown thread 7"),
+        (
+            "[[order]]\nat = \"invalidatr\"\n",
+            "no function `invalidatr` with yield points; nearest: invalidator",
+        ),
+        (
+            "[[order]]\nkind = \"lok\"\n",
+            "unknown kind `lok`; nearest: lock",
+        ),
+        (
+            "[[order]]\nthread = 1\nwhen = [\"exists === 1\"]\n",
+            "`= 1` is not an integer",
+        ),
+        ("[[order]]\nthread = 1\nnth = \"x\"\n", "bad plan (line 3)"),
+        ("order = 3\n", "bad plan (line 1)"),
+    ];
+    for (i, (body, needle)) in cases.iter().enumerate() {
+        let p = plan_file(dir.path(), &format!("bad{i}.toml"), body);
+        let o = heddle_out(&["plan", &p, "targets/codeblock.cpp", "--runs", "1"]);
+        assert_usage_error(&o, needle);
+        assert!(
+            text(&o.stdout).is_empty(),
+            "ran anyway: {}",
+            text(&o.stdout)
+        );
+    }
+    for (body, needle) in [
+        (
+            "[[order]]\nlabel = \"reusd\"\n",
+            "unknown label `reusd`; nearest: reused",
+        ),
+        (
+            "bug = \"use-after-fre\"\n[[order]]\nthread = \"producer\"\n",
+            "unknown bug kind `use-after-fre`; nearest: use-after-free",
+        ),
+        (
+            "[[order]]\nthread = \"consumer\"\nat = \"uaf_publsh.c:77\"\n",
+            "no yield point in a file `uaf_publsh.c`; nearest files: uaf_publish.c",
+        ),
+    ] {
+        let p = plan_file(dir.path(), "bad-uaf.toml", body);
+        let o = heddle_out(&[
+            "plan",
+            &p,
+            "targets/uaf_publish.c",
+            "--fixed",
+            "--runs",
+            "1",
+        ]);
+        assert_usage_error(&o, needle);
+    }
+    let o = heddle_out(&["plan", "targets/codeblock.cpp", "targets/race_bank.c"]);
+    assert_usage_error(&o, "no plan file");
+}
+
+#[test]
+fn observe_race_bank_lists_balance_with_pairs_and_locks() {
+    let o = heddle_out(&["observe", "targets/race_bank.c", "--runs", "8"]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    assert!(s.contains("balance (global)"), "{s}");
+    assert!(s.contains("locks {account_lock}"), "{s}");
+    assert!(s.contains("common lock {account_lock}"), "{s}");
+
+    let o = heddle_out(&["observe", "targets/race_bank.c", "--runs", "8", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let vars = j["variables"].as_array().unwrap();
+    let bal = vars
+        .iter()
+        .find(|v| v["name"] == "balance")
+        .expect("balance");
+    assert_eq!(bal["threads"], 3, "{bal}");
+    let pairs = bal["lock_ordered_pairs"].as_array().unwrap();
+    let rw = pairs
+        .iter()
+        .find(|p| p["first"]["access"] == "R" && p["second"]["access"] == "W")
+        .expect("R/W pair");
+    assert_eq!(rw["common_locks"][0], "account_lock");
+    let both = rw["runs_first_before_second"].as_u64().unwrap()
+        + rw["runs_second_before_first"].as_u64().unwrap();
+    assert!(both >= 8, "{rw}");
+    // Main's accesses are ordered by spawn/join: no pair involves thread 0.
+    for p in pairs {
+        for t in p["threads"].as_array().unwrap() {
+            assert_ne!(t[0], 0, "{p}");
+            assert_ne!(t[1], 0, "{p}");
+        }
+    }
+}
+
+#[test]
+fn observe_codeblock_finds_the_unprotected_flag() {
+    let o = heddle_out(&["observe", "targets/codeblock.cpp", "--runs", "6", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let vars = j["variables"].as_array().unwrap();
+    let exists = vars.iter().find(|v| v["name"] == "exists").expect("exists");
+    let pairs = exists["conflicting_pairs"].as_array().unwrap();
+    assert!(!pairs.is_empty(), "{exists}");
+    for p in pairs {
+        assert!(p["common_locks"].as_array().unwrap().is_empty());
+        for t in p["threads"].as_array().unwrap() {
+            assert_ne!(t[0], 0, "main's write is before the spawns: {p}");
+        }
+    }
+    // Same runs, same report.
+    let again = heddle_out(&["observe", "targets/codeblock.cpp", "--runs", "6", "--json"]);
+    assert_eq!(o.stdout, again.stdout);
+}
+
+#[test]
+fn plan_events_by_function_offset_and_thread_index() {
+    let dir = tempdir();
+    // In the fixed build executor+3 is `if (exists)` (codeblock.cpp:74, three
+    // lines below the function's first line); main joins twice.
+    let p = plan_file(
+        dir.path(),
+        "sites.toml",
+        r#"
+[[order]]
+thread = "executor"
+at = "executor+3"
+kind = "read"
+
+[[order]]
+thread = 0
+at = "main"
+kind = "join"
+nth = 2
+"#,
+    );
+    let o = heddle_out(&[
+        "plan",
+        &p,
+        "targets/codeblock.cpp",
+        "--fixed",
+        "--runs",
+        "2",
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    assert!(s.contains("e1: executor read at executor+3"), "{s}");
+    assert!(s.contains("engaged (κS = 2, κΦ = ∅) in 2 of 2 runs"), "{s}");
+}
+
+#[test]
+fn stall_budget_abandons_a_plan_that_waits_on_a_spinner() {
+    let dir = tempdir();
+    // The producer only reaches "reused" after the consumer's ack, which the
+    // plan holds back: the producer spins, every decision is a stall.
+    let p = plan_file(
+        dir.path(),
+        "spin.toml",
+        r#"
+stall_budget = 50
+
+[[order]]
+thread = "producer"
+label = "reused"
+
+[[order]]
+thread = "consumer"
+kind = "write"
+var = "ack"
+"#,
+    );
+    let o = heddle_out(&[
+        "plan",
+        &p,
+        "targets/uaf_publish.c",
+        "--fixed",
+        "--runs",
+        "2",
+    ]);
+    let s = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
+    let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
+    assert!(first.contains("normal") && first.contains("κS 0/2"), "{s}");
+    assert!(
+        s.contains(
+            "stalled at e1 (producer label \"reused\"): stall budget of 50 decisions exceeded"
+        ),
+        "{s}"
+    );
+}

@@ -1,18 +1,510 @@
-//! `heddle plan` and `heddle observe`.
+//! `heddle plan` (run a schedule plan) and `heddle observe` (shared-access
+//! summary to form a plan from).
 
+use super::run::{print_output, RunOpts, TargetOpts};
+use super::{InstrumentOpts, EXIT_BUG, EXIT_OK};
+use crate::plan::{self, Known, Plan};
+use crate::runtime::{Program, RunConfig, RunResult};
+use crate::sched::plan::{PlanProgress, PlanStrategy};
+use crate::{paths, target};
 use anyhow::{bail, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-#[derive(Args, Debug)]
-pub struct PlanArgs {}
+/// Seeds of the plain random runs that learn a target's thread names and
+/// labels before a plan is validated.
+const PROBE_RUNS: u64 = 3;
 
-pub fn plan_cmd(_a: PlanArgs) -> Result<i32> {
-    bail!("plan is not available yet")
+/// What a plan run is expected to end with (`--expect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Expect {
+    /// At least one run triggers the bug.
+    Triggered,
+    /// Every run ends normally, and at least one follows the whole plan.
+    Normal,
 }
 
+/// Arguments of `heddle plan`.
 #[derive(Args, Debug)]
-pub struct ObserveArgs {}
+pub struct PlanArgs {
+    /// The plan file (.toml) and the target, in either order.
+    #[arg(value_name = "PLAN|TARGET")]
+    pub first: PathBuf,
+    #[arg(value_name = "TARGET|PLAN")]
+    pub second: PathBuf,
+    /// Number of runs (seeds).
+    #[arg(long, default_value_t = 5)]
+    pub runs: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// Turn the plan into a regression test: exit 1 unless the runs end as expected.
+    #[arg(long, value_enum)]
+    pub expect: Option<Expect>,
+    /// Directory for the replay file of the first triggering run.
+    #[arg(long, default_value = "heddle-out")]
+    pub out: PathBuf,
+    /// Extra compiler flag for a source target (repeatable).
+    #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
+    pub cflags: Vec<String>,
+    /// Shorthand for `--cflag -DFIXED`.
+    #[arg(long)]
+    pub fixed: bool,
+    #[command(flatten)]
+    pub instrument: InstrumentOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Arguments passed to the program (after `--`; default: the plan's `args`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
 
-pub fn observe_cmd(_a: ObserveArgs) -> Result<i32> {
-    bail!("observe is not available yet")
+/// How a plan run ended (ε).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ending {
+    /// The run passed.
+    Normal,
+    /// The run failed with the plan's bug (any failure but a hang, when the plan names none).
+    Triggered,
+    /// The run hit its step or virtual-time budget.
+    Timeout,
+    /// The run failed some other way.
+    Other,
+}
+
+impl Ending {
+    fn label(self) -> &'static str {
+        match self {
+            Ending::Normal => "normal",
+            Ending::Triggered => "triggered",
+            Ending::Timeout => "timeout",
+            Ending::Other => "other",
+        }
+    }
+}
+
+/// ε of a run's verdict under a plan whose bug is `bug`.
+pub fn ending(plan: &Plan, r: &RunResult) -> Ending {
+    let kind = r.verdict.kind();
+    match kind {
+        "pass" => Ending::Normal,
+        "hang" => Ending::Timeout,
+        k => match &plan.bug {
+            Some(b) if b != k => Ending::Other,
+            _ => Ending::Triggered,
+        },
+    }
+}
+
+/// The plan file and the target among two paths.
+fn split_paths(a: &Path, b: &Path) -> Result<(PathBuf, PathBuf)> {
+    let is_toml = |p: &Path| p.extension().is_some_and(|e| e == "toml");
+    match (is_toml(a), is_toml(b)) {
+        (true, false) => Ok((a.to_path_buf(), b.to_path_buf())),
+        (false, true) => Ok((b.to_path_buf(), a.to_path_buf())),
+        (true, true) => bail!(
+            "both `{}` and `{}` look like plan files; give one plan (.toml) and one target",
+            a.display(),
+            b.display()
+        ),
+        (false, false) => bail!(
+            "no plan file among `{}` and `{}` (a plan file ends in .toml)",
+            a.display(),
+            b.display()
+        ),
+    }
+}
+
+/// Loads, probes and validates a plan for `program`. Errors name the file.
+pub fn prepare(
+    plan_path: &Path,
+    file: &plan::PlanFile,
+    t: &target::Target,
+    program: &Program,
+    base: &RunConfig,
+) -> Result<(Plan, Vec<u64>)> {
+    let mut known = Known {
+        module: &t.bytes,
+        ..Known::default()
+    };
+    let mut coverage: Vec<u64> = Vec::new();
+    for seed in 0..PROBE_RUNS {
+        let r = program.run(&RunConfig {
+            seed,
+            strategy: "random".into(),
+            ..base.clone()
+        })?;
+        known.threads = known.threads.max(r.threads);
+        known
+            .thread_names
+            .extend(r.thread_names.iter().flatten().cloned());
+        known
+            .labels
+            .extend(r.labels.iter().map(|(_, _, l)| l.clone()));
+        merge(&mut coverage, &r.sites_hit);
+    }
+    known.thread_names.sort();
+    known.thread_names.dedup();
+    known.labels.sort();
+    known.labels.dedup();
+    let name = plan_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan".into());
+    let p = plan::validate(&name, file, &program.sites, &known)
+        .map_err(|e| anyhow::anyhow!("{}: {}", plan_path.display(), super::one_line(&e)))?;
+    Ok((p, coverage))
+}
+
+fn merge(into: &mut Vec<u64>, bits: &[u64]) -> usize {
+    if into.len() < bits.len() {
+        into.resize(bits.len(), 0);
+    }
+    let mut new = 0;
+    for (a, b) in into.iter_mut().zip(bits) {
+        new += (b & !*a).count_ones() as usize;
+        *a |= b;
+    }
+    new
+}
+
+/// One plan run: its result and how far the plan got.
+pub struct PlanRun {
+    /// The run's seed.
+    pub seed: u64,
+    /// What the run produced.
+    pub result: RunResult,
+    /// κS, κΦ and stalls.
+    pub progress: PlanProgress,
+    /// ε.
+    pub ending: Ending,
+    /// Sites this run reached that no earlier run (nor the probes) had.
+    pub new_sites: usize,
+    /// θ: the replay file written for a triggering run.
+    pub replay: Option<PathBuf>,
+}
+
+/// Runs `plan` once with `seed`.
+pub fn run_plan(
+    program: &Program,
+    plan: &Arc<Plan>,
+    cfg: &RunConfig,
+) -> Result<(RunResult, PlanProgress)> {
+    let out = Arc::new(Mutex::new(PlanProgress::default()));
+    let strategy = PlanStrategy::new(plan.clone(), out.clone());
+    let r = program.run_with_strategy(cfg, Box::new(strategy))?;
+    let progress = out.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Ok((r, progress))
+}
+
+fn event_name(plan: &Plan, i: usize) -> String {
+    match plan.events.get(i) {
+        Some(e) => format!("{} ({})", e.name, e.text),
+        None => format!("e{}", i + 1),
+    }
+}
+
+/// κΦ as text.
+fn kappa_phi(plan: &Plan, p: &PlanProgress) -> String {
+    let never = p.phi_never_held();
+    if never.is_empty() {
+        return "∅".into();
+    }
+    let names: Vec<String> = never
+        .iter()
+        .map(|&i| {
+            let e = &plan.events[i];
+            let texts: Vec<&str> = e.when.iter().map(|w| w.text.as_str()).collect();
+            let unseen = if p.seen[i] {
+                ""
+            } else {
+                ", event never occurred"
+            };
+            format!("{}: {}{unseen}", e.name, texts.join(" && "))
+        })
+        .collect();
+    format!("{{{}}}", names.join("; "))
+}
+
+/// Which constraint a run stopped at, and why (None when κS = n).
+fn stall_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
+    if let Some((i, why)) = &p.abandoned {
+        return Some(format!("stalled at {}: {why}", event_name(plan, *i)));
+    }
+    (p.satisfied < plan.events.len()).then(|| {
+        format!(
+            "stalled at {}: it did not happen before the run ended",
+            event_name(plan, p.satisfied)
+        )
+    })
+}
+
+/// `heddle plan`: runs a plan `--runs` times and reports per run and in total.
+pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
+    let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
+    let file = plan::load_file(&plan_path)?;
+    if a.run.strategy != "random" {
+        bail!("`heddle plan` decides with the plan: --strategy does not apply");
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let topts = TargetOpts {
+        target: target_path.clone(),
+        cflags: a.cflags.clone(),
+        fixed: a.fixed,
+        instrument: a.instrument.clone(),
+        args: a.args.clone(),
+    };
+    let (t, program) = topts.load()?;
+    let args = if a.args.is_empty() {
+        file.args.clone().unwrap_or_default()
+    } else {
+        a.args.clone()
+    };
+    let base = a.run.config(&args, 0)?;
+    let (plan, mut coverage) = prepare(&plan_path, &file, &t, &program, &base)?;
+    let plan = Arc::new(plan);
+    let n = plan.events.len();
+    println!(
+        "plan {} on {}: {} ordering constraint(s), {} state constraint(s), stall budget {}",
+        plan_path.display(),
+        target_path.display(),
+        n,
+        plan.state_constraints(),
+        plan.stall_budget
+    );
+    if let Some(h) = &plan.hypothesis {
+        println!("hypothesis: {h}");
+    }
+    for e in &plan.events {
+        println!("  {}: {}", e.name, e.text);
+    }
+    let mut runs: Vec<PlanRun> = Vec::new();
+    for seed in a.seed_start..a.seed_start.saturating_add(a.runs) {
+        let cfg = RunConfig {
+            seed,
+            ..base.clone()
+        };
+        let (result, progress) = run_plan(&program, &plan, &cfg)?;
+        let new_sites = merge(&mut coverage, &result.sites_hit);
+        let ending = ending(&plan, &result);
+        let mut run = PlanRun {
+            seed,
+            result,
+            progress,
+            ending,
+            new_sites,
+            replay: None,
+        };
+        if ending == Ending::Triggered {
+            run.replay = Some(write_replay(&a.out, &t, &program, &plan, &base, &run)?);
+        }
+        let (result, progress) = (&run.result, &run.progress);
+        let mut line = format!(
+            "seed {seed}: {} ({})  κS {}/{n}  κΦ {}  new coverage {new_sites} site(s)",
+            ending.label(),
+            result.verdict.summary(),
+            progress.satisfied,
+            kappa_phi(&plan, progress)
+        );
+        if let Some(s) = stall_text(&plan, progress) {
+            line.push_str(&format!("\n    {s}"));
+        }
+        if let Some(p) = &run.replay {
+            line.push_str(&format!("\n    θ: {}", p.display()));
+        }
+        println!("{line}");
+        runs.push(run);
+    }
+    // Aggregate.
+    let count = |e: Ending| runs.iter().filter(|r| r.ending == e).count();
+    println!(
+        "{} runs: {} triggered, {} normal, {} timeout, {} other",
+        runs.len(),
+        count(Ending::Triggered),
+        count(Ending::Normal),
+        count(Ending::Timeout),
+        count(Ending::Other)
+    );
+    let mut dist = vec![0usize; n + 1];
+    for r in &runs {
+        dist[r.progress.satisfied.min(n)] += 1;
+    }
+    let dist_text: Vec<String> = dist
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, c)| **c > 0)
+        .map(|(k, c)| format!("{k}/{n}: {c}"))
+        .collect();
+    println!("κS distribution: {}", dist_text.join(", "));
+    let mut stalls = vec![0usize; n];
+    for r in &runs {
+        if r.progress.satisfied < n {
+            let i = r
+                .progress
+                .abandoned
+                .as_ref()
+                .map(|(i, _)| *i)
+                .unwrap_or(r.progress.satisfied);
+            stalls[i.min(n - 1)] += 1;
+        }
+    }
+    match stalls
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, c)| (**c, usize::MAX - i))
+    {
+        Some((i, c)) if *c > 0 => println!(
+            "stalls most: {} in {c} of {} runs",
+            event_name(&plan, i),
+            runs.len()
+        ),
+        _ => println!("stalls most: none (every run satisfied the whole order)"),
+    }
+    for i in 0..n {
+        let never = runs.iter().filter(|r| !r.progress.phi_held[i]).count();
+        if never > 0 {
+            println!(
+                "κΦ: the state constraint of {} never held in {never} of {} runs",
+                event_name(&plan, i),
+                runs.len()
+            );
+        }
+    }
+    let triggered = runs.iter().find(|r| r.ending == Ending::Triggered);
+    if let Some(r) = triggered {
+        let path = r.replay.clone().unwrap_or_default();
+        println!(
+            "first triggering run: seed {}: {}",
+            r.seed,
+            r.result.verdict.summary()
+        );
+        println!("  replay: heddle replay {}", path.display());
+        print_output(&r.result);
+    }
+    let engaged = runs
+        .iter()
+        .filter(|r| r.progress.satisfied == n && r.progress.phi_never_held().is_empty())
+        .count();
+    println!(
+        "engaged (κS = {n}, κΦ = ∅) in {engaged} of {} runs",
+        runs.len()
+    );
+    Ok(match a.expect {
+        None => {
+            if triggered.is_some() {
+                EXIT_BUG
+            } else {
+                EXIT_OK
+            }
+        }
+        Some(Expect::Triggered) => {
+            if triggered.is_some() {
+                println!("expectation met: the plan triggered the bug");
+                EXIT_OK
+            } else {
+                println!("expectation failed: no run triggered the bug");
+                EXIT_BUG
+            }
+        }
+        Some(Expect::Normal) => {
+            if count(Ending::Normal) != runs.len() {
+                println!("expectation failed: not every run ended normally");
+                EXIT_BUG
+            } else if runs.iter().all(|r| r.progress.satisfied < n) {
+                println!("expectation failed: every run ended normally, but none followed the whole plan (the test would be vacuous)");
+                EXIT_BUG
+            } else {
+                println!("expectation met: every run ended normally");
+                EXIT_OK
+            }
+        }
+    })
+}
+
+/// Writes the replay file of a triggering run (re-run with diagnostics on,
+/// which never changes decisions).
+fn write_replay(
+    out: &Path,
+    t: &target::Target,
+    program: &Program,
+    plan: &Arc<Plan>,
+    base: &RunConfig,
+    r: &PlanRun,
+) -> Result<PathBuf> {
+    let cfg = RunConfig {
+        seed: r.seed,
+        diagnostics: true,
+        ..base.clone()
+    };
+    let (detailed, _) = run_plan(program, plan, &cfg)?;
+    if detailed.decisions != r.result.decisions {
+        bail!(
+            "internal error: plan run seed {} did not repeat its schedule with diagnostics on",
+            r.seed
+        );
+    }
+    let mut file = super::fuzz::replay_file(t, program, &cfg, r.seed, &detailed);
+    // The decisions are complete: the replay follows them, whatever decided them.
+    file.run.strategy = "replay".into();
+    let name = format!(
+        "{}-plan-{}-{}-seed{}.toml",
+        t.given
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "target".into()),
+        plan.name,
+        detailed.verdict.kind(),
+        r.seed
+    );
+    let path = out.join(name);
+    paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+    Ok(path)
+}
+
+/// Arguments of `heddle observe`.
+#[derive(Args, Debug)]
+pub struct ObserveArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Number of random runs to observe.
+    #[arg(long, default_value_t = 20)]
+    pub runs: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `heddle observe`: random runs with events recorded, summarised per shared variable.
+pub fn observe_cmd(a: ObserveArgs) -> Result<i32> {
+    let (_t, program) = a.target.load()?;
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let base = a.run.config(&a.target.args, 0)?;
+    let base = program.calibrate(base)?;
+    let mut obs = crate::observe::Observer::new(&program.sites);
+    for seed in a.seed_start..a.seed_start.saturating_add(a.runs) {
+        let r = program.run(&RunConfig {
+            seed,
+            record_events: true,
+            ..base.clone()
+        })?;
+        obs.add_run(seed, &r);
+    }
+    let report = obs.report();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(EXIT_OK)
 }

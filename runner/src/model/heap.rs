@@ -219,6 +219,11 @@ impl Heap {
         self.blocks.get(&ptr)
     }
 
+    /// Every known block (live or quarantined), by start address.
+    pub fn blocks(&self) -> impl Iterator<Item = &Block> {
+        self.blocks.values()
+    }
+
     pub fn live_blocks(&self) -> usize {
         self.blocks.values().filter(|b| b.free.is_none()).count()
     }

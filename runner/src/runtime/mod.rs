@@ -160,6 +160,27 @@ pub struct RunResult {
     pub races: Vec<crate::verdict::RaceReport>,
     /// Yield-point sites the run reached, as a bitset by site id.
     pub sites_hit: Vec<u64>,
+    /// With `record_events`: `pthread_t` values of threads created in user
+    /// code, with their tids (what a `Join` event's address means).
+    pub thread_handles: Vec<(u32, Tid)>,
+    /// The creator of each thread, by tid (0 for main itself).
+    pub thread_parents: Vec<Tid>,
+    /// With `record_events` and the memory checker: the heap blocks known at
+    /// the end of the run (live or quarantined).
+    pub heap_blocks: Vec<HeapBlockInfo>,
+}
+
+/// A heap block and where it was allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapBlockInfo {
+    /// First byte the guest may use.
+    pub start: u32,
+    /// Bytes asked for.
+    pub size: u32,
+    /// The allocating thread.
+    pub alloc_tid: Tid,
+    /// The allocation call site.
+    pub alloc_site: crate::instrument::SiteId,
 }
 
 impl RunResult {
@@ -600,6 +621,24 @@ impl Program {
             observed: Vec::new(),
             races,
             sites_hit: std::mem::take(&mut st.hit),
+            thread_parents: st.threads.iter().map(|t| t.parent).collect(),
+            thread_handles: if st.limits.record_events {
+                st.handles.iter().map(|(&h, &t)| (h, t)).collect()
+            } else {
+                Vec::new()
+            },
+            heap_blocks: match (&st.heap, st.limits.record_events) {
+                (Some(h), true) => h
+                    .blocks()
+                    .map(|b| HeapBlockInfo {
+                        start: b.start,
+                        size: b.size,
+                        alloc_tid: b.alloc.tid,
+                        alloc_site: b.alloc.site,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
         })
     }
 

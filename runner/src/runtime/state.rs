@@ -111,6 +111,8 @@ pub enum AllocFn {
 /// Per-thread bookkeeping.
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
+    /// The thread that created it (0 for main itself).
+    pub parent: Tid,
     pub status: Status,
     pub pending: Pending,
     pub start_arg: u32,
@@ -154,6 +156,7 @@ impl ThreadRec {
             wants: None,
             alloc: None,
             last_child: None,
+            parent: 0,
             holds: Vec::new(),
         }
     }
@@ -172,6 +175,48 @@ pub struct Scheduler {
     /// When recording: what each decision chose from (explorers need the
     /// alternatives, not just the choice).
     pub choice_points: Option<Vec<ChoicePoint>>,
+    /// The strategy decides on the run's state ([`Strategy::observes_run`]).
+    pub observes: bool,
+}
+
+/// The read-only view of a run given to strategies that observe it.
+struct View<'a> {
+    memory: &'a SharedMemory,
+    threads: &'a [ThreadRec],
+    labels: &'a [(u64, Tid, String)],
+}
+
+impl crate::sched::RunView for View<'_> {
+    fn read(&self, addr: u32, len: u32) -> Option<u64> {
+        read_memory(self.memory, addr, len)
+    }
+    fn thread_name(&self, tid: Tid) -> Option<&str> {
+        self.threads.get(tid as usize)?.name.as_deref()
+    }
+    fn last_label(&self, tid: Tid) -> Option<&str> {
+        self.labels
+            .iter()
+            .rev()
+            .find(|(_, t, _)| *t == tid)
+            .map(|(_, _, l)| l.as_str())
+    }
+}
+
+/// Reads `len` ≤ 8 bytes of `memory` at `addr`, little-endian.
+fn read_memory(memory: &SharedMemory, addr: u32, len: u32) -> Option<u64> {
+    let data = memory.data();
+    let start = addr as usize;
+    let end = start.checked_add(len as usize)?;
+    if end > data.len() || len > 8 {
+        return None;
+    }
+    let mut v = 0u64;
+    for (i, cell) in data[start..end].iter().enumerate() {
+        // SAFETY: guest threads of this run execute one at a time on this
+        // OS thread, and none is running while the host runs.
+        v |= (unsafe { *cell.get() } as u64) << (8 * i);
+    }
+    Some(v)
 }
 
 /// What a decision chose from.
@@ -186,7 +231,9 @@ pub struct ChoicePoint {
 
 impl Scheduler {
     pub fn new(strategy: Box<dyn Strategy>, forced: Vec<Decision>, strict: bool) -> Scheduler {
+        let observes = strategy.observes_run();
         Scheduler {
+            observes,
             strategy,
             forced,
             pos: 0,
@@ -209,6 +256,7 @@ impl Scheduler {
         &mut self,
         current: Option<Tid>,
         cands: &[Candidate],
+        view: &dyn crate::sched::RunView,
     ) -> Result<usize, Divergence> {
         let index = self.decisions.len();
         let options = cands.len() as u32;
@@ -252,7 +300,11 @@ impl Scheduler {
                     candidates: cands,
                     decision: self.thread_decisions,
                 };
-                let i = self.strategy.pick_thread(&choice);
+                let i = if self.observes {
+                    self.strategy.pick_thread_in(&choice, view)
+                } else {
+                    self.strategy.pick_thread(&choice)
+                };
                 i.min(cands.len() - 1)
             }
         };
@@ -554,6 +606,7 @@ impl RunState {
     pub fn spawn(&mut self, parent: Tid, start_arg: u32) -> Tid {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
+        self.threads[tid as usize].parent = parent;
         if let Some(hb) = &mut self.hb {
             hb.spawn(parent, tid);
         }
@@ -596,6 +649,14 @@ impl RunState {
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
+        if self.sched.observes {
+            let view = View {
+                memory: &self.memory,
+                threads: &self.threads,
+                labels: &self.labels,
+            };
+            self.sched.strategy.on_event(tid, &p, &view);
+        }
         match p.kind {
             EventKind::Lock | EventKind::Join => {
                 self.threads[tid as usize].wants = Some((p.addr, p.site))
@@ -651,19 +712,7 @@ impl RunState {
 
     /// Reads `len` ≤ 8 bytes of guest memory at `addr`, little-endian.
     pub fn read_le(&self, addr: u32, len: u32) -> Option<u64> {
-        let data = self.memory.data();
-        let start = addr as usize;
-        let end = start.checked_add(len as usize)?;
-        if end > data.len() {
-            return None;
-        }
-        let mut v = 0u64;
-        for (i, cell) in data[start..end].iter().enumerate() {
-            // SAFETY: guest threads of this run execute one at a time on this
-            // OS thread, and none is running while the host runs.
-            v |= (unsafe { *cell.get() } as u64) << (8 * i);
-        }
-        Some(v)
+        read_memory(&self.memory, addr, len)
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
@@ -744,7 +793,12 @@ impl RunState {
             return Ok(false);
         }
         let cands = self.candidates();
-        let pick = self.sched.pick_thread(Some(tid), &cands);
+        let view = View {
+            memory: &self.memory,
+            threads: &self.threads,
+            labels: &self.labels,
+        };
+        let pick = self.sched.pick_thread(Some(tid), &cands, &view);
         let chosen = pick.map(|i| cands[i].tid);
         self.cands = cands;
         let chosen = match chosen {
@@ -786,7 +840,12 @@ impl RunState {
                 self.ready[0]
             } else {
                 let cands = self.candidates();
-                let pick = self.sched.pick_thread(None, &cands);
+                let view = View {
+                    memory: &self.memory,
+                    threads: &self.threads,
+                    labels: &self.labels,
+                };
+                let pick = self.sched.pick_thread(None, &cands, &view);
                 let t = pick.map(|i| cands[i].tid);
                 self.cands = cands;
                 match t {

@@ -83,6 +83,7 @@ pub mod delay;
 pub mod exec;
 pub mod ipct;
 pub mod pct;
+pub mod plan;
 pub mod pos;
 pub mod random;
 pub mod replay;
@@ -137,6 +138,34 @@ pub trait Strategy: Send {
     fn failure(&self) -> Option<String> {
         None
     }
+    /// Whether the strategy decides on the run's state: then the runtime
+    /// calls [`Strategy::pick_thread_in`] instead of `pick_thread` and
+    /// [`Strategy::on_event`] at every step. Read once, when a run starts.
+    fn observes_run(&self) -> bool {
+        false
+    }
+    /// [`Strategy::pick_thread`] with a read-only view of the run (guest
+    /// memory, thread names, labels). Only called when `observes_run`.
+    fn pick_thread_in(&mut self, choice: &Choice, _view: &dyn RunView) -> usize {
+        self.pick_thread(choice)
+    }
+    /// `tid` executes `event` now — at every step, also where no decision was
+    /// needed; memory is as it was just before the event. Only called when
+    /// `observes_run`.
+    fn on_event(&mut self, _tid: Tid, _event: &Pending, _view: &dyn RunView) {}
+}
+
+/// What a strategy that [observes the run](Strategy::observes_run) may read:
+/// guest memory and the names threads and events were given. Read-only, so
+/// a strategy still cannot change the run except through its choices.
+pub trait RunView {
+    /// `len` ≤ 8 bytes of guest memory at `addr`, little-endian (None when
+    /// out of bounds).
+    fn read(&self, addr: u32, len: u32) -> Option<u64>;
+    /// The name `tid` gave itself with `heddle_thread_name`.
+    fn thread_name(&self, tid: Tid) -> Option<&str>;
+    /// The latest `heddle_event` label of `tid`.
+    fn last_label(&self, tid: Tid) -> Option<&str>;
 }
 
 /// What earlier runs tell a strategy about a program (see
