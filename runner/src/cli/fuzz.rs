@@ -195,7 +195,7 @@ fn print_outcome(o: &exec::Outcome, out: &Path, list: bool, stats: bool, show_ou
             ""
         }
     );
-    print_findings(s, &o.journal, out, list, stats);
+    print_findings(s, &o.journal, list, stats);
     for (f, detailed) in &o.failures {
         let text = detailed
             .as_ref()
@@ -214,10 +214,11 @@ fn print_outcome(o: &exec::Outcome, out: &Path, list: bool, stats: bool, show_ou
     if stats {
         print_timing(&o.timing);
     }
+    println!("summary: {}", out.join(summary::FILE).display());
 }
 
 /// Prints races, the failing seeds (with `list`) and statistics (with `stats`).
-fn print_findings(s: &Summary, j: &Journal, out: &Path, list: bool, stats: bool) {
+fn print_findings(s: &Summary, j: &Journal, list: bool, stats: bool) {
     if !s.race.is_empty() {
         println!("{} distinct data race(s):", s.race.len());
         for r in &s.race {
@@ -235,7 +236,6 @@ fn print_findings(s: &Summary, j: &Journal, out: &Path, list: bool, stats: bool)
     if stats {
         print_stats(s);
     }
-    println!("summary: {}", out.join(summary::FILE).display());
 }
 
 /// Prints the deterministic statistics of a summary.
@@ -342,7 +342,7 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         s.campaign.strategies.join(","),
         s.stats.failing_runs
     );
-    print_findings(s, &m.journal, &a.out, a.list_failures, a.stats);
+    print_findings(s, &m.journal, a.list_failures, a.stats);
     for f in &s.failure {
         println!("seed {}: {}", f.first_seed, f.summary);
         if !f.replay.is_empty() {
@@ -359,6 +359,7 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
     if a.stats {
         print_timing(&m.timing);
     }
+    println!("summary: {}", a.out.join(summary::FILE).display());
     Ok(if s.stats.failing_runs > 0 {
         EXIT_BUG
     } else {
