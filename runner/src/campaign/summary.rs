@@ -409,3 +409,110 @@ pub fn complete(shards: &[String]) -> bool {
 pub fn deterministic_part(text: &str) -> &str {
     text.split(TIMING_MARKER).next().unwrap_or(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::journal::{Identity, SiteName, FORMAT};
+
+    fn journal(keep_going: bool, order: &[u64]) -> Journal {
+        let header = Header {
+            format: FORMAT,
+            identity: Identity {
+                target: "dir/t.c".into(),
+                module_sha256: "ab".into(),
+                instrumentation: "granularity=all".into(),
+                config: String::new(),
+                strategies: vec!["random".into(), "pct:3:k=9".into()],
+                seed_start: 0,
+                runs: Some(6),
+                keep_going,
+            },
+            shards: vec!["1/1".into()],
+            sites: ["a.c:1 f", "a.c:1 f", "a.c:2 g", "lib"]
+                .iter()
+                .enumerate()
+                .map(|(i, n)| SiteName {
+                    name: n.to_string(),
+                    user: i < 3,
+                })
+                .collect(),
+        };
+        let records = order
+            .iter()
+            .map(|&seed| {
+                let fail = seed == 2 || seed == 4;
+                Record {
+                    seed,
+                    strategy: (seed % 2) as u32,
+                    kind: if fail { "assertion" } else { "pass" }.into(),
+                    signature: if fail { "assertion@f" } else { "" }.into(),
+                    summary: if fail { "boom" } else { "" }.into(),
+                    decisions: seed,
+                    preemptions: 1,
+                    steps: 10,
+                    schedule: seed % 3,
+                    sites: if seed == 5 { 2 } else { 1 },
+                    ms: 100 - seed,
+                    races: vec![],
+                }
+            })
+            .collect();
+        Journal {
+            header,
+            records,
+            site_sets: [(1, vec![1]), (2, vec![0, 3])].into_iter().collect(),
+            valid_len: 0,
+        }
+    }
+
+    #[test]
+    fn the_summary_does_not_depend_on_record_order() {
+        let a = Summary::of(&journal(true, &[0, 1, 2, 3, 4, 5]))
+            .to_toml()
+            .unwrap();
+        let b = Summary::of(&journal(true, &[5, 3, 4, 0, 2, 1]))
+            .to_toml()
+            .unwrap();
+        assert_eq!(a, b);
+        let s = Summary::of(&journal(true, &[5, 3, 4, 0, 2, 1]));
+        assert_eq!(s.stats.runs, 6);
+        assert_eq!(s.stats.failing_runs, 2);
+        assert_eq!(s.stats.distinct_schedules, 3);
+        assert_eq!(s.stats.sites_hit, 3);
+        // a.c:1 is hit through site 1, a.c:2 never.
+        assert_eq!(s.stats.never_hit, vec!["a.c:2 g".to_string()]);
+        assert_eq!(s.failure.len(), 1);
+        let f = &s.failure[0];
+        assert_eq!((f.first_seed, f.runs, f.runs_to_first), (2, 2, 2));
+        assert_eq!(f.replay, "t-assertion-seed2.toml");
+        assert_eq!(f.by_strategy.get("random"), Some(&2));
+        assert_eq!(s.strategy[0].runs, 3);
+        assert_eq!(s.strategy[1].failing_runs, 0);
+    }
+
+    #[test]
+    fn without_keep_going_runs_after_the_first_failure_do_not_count() {
+        let j = journal(false, &[4, 0, 5, 1, 2, 3]);
+        let s = Summary::of(&j);
+        assert_eq!(s.stats.runs, 3);
+        assert_eq!(s.stats.failing_runs, 1);
+        // Seed 5 (the only one reaching sites 0 and 3) is not counted.
+        assert_eq!(s.stats.sites_hit, 1);
+        let t = Summary::timing(&j, 2, None);
+        assert_eq!(t.first_failure.len(), 1);
+        assert!(t.complete);
+        let text = s.file_text(&t).unwrap();
+        assert!(deterministic_part(&text).ends_with('\n'));
+        assert!(!deterministic_part(&text).contains("[timing]"));
+    }
+
+    #[test]
+    fn shard_lists_are_complete_when_every_shard_is_there() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(complete(&v(&["1/1"])));
+        assert!(complete(&v(&["1/2", "2/2"])));
+        assert!(!complete(&v(&["1/2"])));
+        assert!(!complete(&v(&["1/2", "2/3", "3/3"])));
+    }
+}

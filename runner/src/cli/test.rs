@@ -212,6 +212,7 @@ fn run_check(
         progress: exec::Progress::Off,
     })?;
     let runs = o.summary.stats.runs;
+    let strategy = o.summary.campaign.strategies.join(",");
     let first = o.failures.first().map(|(f, _)| f);
     let got = first.map_or("pass".to_string(), |f| f.kind.clone());
     let ok = got == expected;
