@@ -367,6 +367,7 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
     })
 }
 
+/// The replay file of a run (kept here for callers of the CLI module).
 pub use crate::campaign::exec::replay_file;
 
 #[derive(Args, Debug)]
