@@ -204,24 +204,34 @@ impl Campaign<'_> {
                     let result = run_guarded(self.program, &cfg);
                     let ms = offset_ms + started.elapsed().as_millis() as u64;
                     let (record, set) = make_record(seed, member as u32, ms, &result);
-                    let mut lines = Vec::with_capacity(2);
-                    if let Some(set) = set {
-                        if seen_sets
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(set.id)
-                        {
-                            lines.push(Line::Sites(set));
-                        }
-                    }
                     let failed = record.failed();
                     let new_sig = failed
                         && replays_written
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .insert(record.signature.clone());
-                    lines.push(Line::Run(record.clone()));
-                    if let Err(e) = writer.append(&lines) {
+                    // A run's site set is written before the first run that
+                    // names it: the check and the write happen under one lock.
+                    let appended = {
+                        let mut seen = seen_sets.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut lines = Vec::with_capacity(2);
+                        if let Some(set) = set {
+                            if !seen.contains(&set.id) {
+                                lines.push(Line::Sites(set));
+                            }
+                        }
+                        lines.push(Line::Run(record.clone()));
+                        let r = writer.append(&lines);
+                        if r.is_ok() {
+                            for l in &lines {
+                                if let Line::Sites(set) = l {
+                                    seen.insert(set.id);
+                                }
+                            }
+                        }
+                        r
+                    };
+                    if let Err(e) = appended {
                         *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                         stop.store(true, Ordering::Relaxed);
                         break;
