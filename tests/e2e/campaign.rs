@@ -82,6 +82,10 @@ fn summary_is_the_same_for_any_jobs_and_for_merged_shards() {
             "{other} differs"
         );
     }
+    // A merged directory is a campaign directory: it merges again.
+    let again = heddle_out(&["merge", p(&d("merged")), "--out", p(&d("again"))]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    assert_eq!(det, deterministic_part(&summary_text(&d("again"))));
     // A shard's own summary is about its own seeds.
     assert_ne!(det, deterministic_part(&summary_text(&d("s1"))));
 
