@@ -10,6 +10,7 @@
 //! Data flows one way:
 //! `source → module → instrumented module + sites → runs → traces → verdicts → reports`.
 
+pub mod campaign;
 pub mod cc;
 pub mod cli;
 pub mod explore;

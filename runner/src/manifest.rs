@@ -1,6 +1,9 @@
-//! The bundled targets' manifest, `targets/targets.toml`: each target
-//! configuration with its args and the verdict kinds its buggy and fixed
-//! builds are expected to give.
+//! Target manifests and project files: `targets/targets.toml` (the bundled
+//! targets) and a project's `heddle.toml` share this format. Each
+//! `[[target]]` is a target configuration with its args and the verdict
+//! kinds its buggy and fixed builds are expected to give; the optional
+//! fields (`cflags`, `fixed_seeds`, `max_steps`, `replays`) are what
+//! `heddle test` needs beyond that, and default to nothing.
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -10,14 +13,17 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// Unique name of the configuration.
     pub name: String,
-    /// Source file, relative to the manifest's directory.
+    /// Source file (or `.wasm` module), relative to the manifest's directory.
     pub source: String,
     #[serde(default)]
     pub args: Vec<String>,
     /// Expected verdict kind of the plain (buggy) build.
     pub buggy: String,
-    /// Expected verdict kind of the `-DFIXED` build.
+    /// Expected verdict kind of the `-DFIXED` build (empty: the target has
+    /// no fixed variant).
+    #[serde(default)]
     pub fixed: String,
     /// Expected buggy verdict when the memory checker is off.
     #[serde(default)]
@@ -29,6 +35,19 @@ pub struct Entry {
     pub hunt_strategy: Option<String>,
     #[serde(default)]
     pub hunt_seeds: Option<u64>,
+    /// Extra compiler flags for both builds.
+    #[serde(default)]
+    pub cflags: Vec<String>,
+    /// Seeds `heddle test` runs on the fixed build (default: `hunt_seeds`, else 100).
+    #[serde(default)]
+    pub fixed_seeds: Option<u64>,
+    /// Step budget per run (default: the `heddle run` default).
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    /// Replay files (relative to the manifest's directory) that must still
+    /// reproduce their recorded verdict: regression tests.
+    #[serde(default)]
+    pub replays: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -40,11 +59,14 @@ struct File {
 /// A loaded manifest.
 #[derive(Debug, Clone)]
 pub struct Manifest {
+    /// The directory sources are relative to.
     pub dir: PathBuf,
+    /// The target configurations, in file order.
     pub targets: Vec<Entry>,
 }
 
 impl Manifest {
+    /// Reads and checks a manifest.
     pub fn load(path: &Path) -> Result<Manifest> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read", path.display()))?;
@@ -64,6 +86,15 @@ impl Manifest {
                     t.source
                 );
             }
+            for r in &t.replays {
+                if !dir.join(r).exists() {
+                    bail!(
+                        "{}: target `{}` names a missing replay file {r}",
+                        path.display(),
+                        t.name
+                    );
+                }
+            }
         }
         Ok(Manifest {
             dir,
@@ -71,10 +102,12 @@ impl Manifest {
         })
     }
 
+    /// The path of an entry's source.
     pub fn source(&self, e: &Entry) -> PathBuf {
         self.dir.join(&e.source)
     }
 
+    /// The entry named `name`.
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.targets.iter().find(|t| t.name == name)
     }

@@ -4,6 +4,7 @@
 //! toolchain is installed on first use, idempotently; compiled targets and
 //! modules are shared through heddle's cache.
 
+mod campaign;
 mod common;
 mod core;
 mod explore;

@@ -39,7 +39,11 @@ fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str
     let toml: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "toml")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains("-seed"))
+        })
         .collect();
     assert_eq!(toml.len(), 1, "{toml:?}");
     toml[0].clone()

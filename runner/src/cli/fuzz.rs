@@ -1,42 +1,28 @@
-//! `heddle fuzz` (many seeds in parallel) and `heddle replay`.
+//! `heddle fuzz` (a campaign over many seeds), `heddle merge` and `heddle replay`.
 
 use super::run::{print_output, RunOpts, TargetOpts};
 use super::{EXIT_BUG, EXIT_OK};
-use crate::runtime::{Program, RunConfig, RunResult};
-use crate::sched;
-use crate::trace::replay::{ModuleRef, ReplayFile, RunSpec, ScheduleRecord, VerdictRecord, FORMAT};
-use crate::verdict::RaceReport;
-use crate::{paths, target};
+use crate::campaign::journal::Journal;
+use crate::campaign::summary::{self, Summary, Timing};
+use crate::campaign::{self, exec, SeedPlan, Shard};
+use crate::report::json::{FailureDoc, VerdictDoc};
+use crate::runtime::{Program, RunConfig};
+use crate::trace::replay::ReplayFile;
+use crate::{paths, sched, target};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
 
+/// `heddle fuzz`: a campaign over many seeds.
 #[derive(Args, Debug)]
 pub struct FuzzArgs {
     #[command(flatten)]
     pub target: TargetOpts,
     #[command(flatten)]
     pub run: RunOpts,
-    /// Number of seeds to run.
-    #[arg(long, default_value_t = 1000)]
-    pub runs: u64,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    pub jobs: Option<usize>,
-    /// First seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed_start: u64,
-    /// Keep going after the first failure.
-    #[arg(long)]
-    pub keep_going: bool,
-    /// Directory for replay files.
-    #[arg(long, default_value = "heddle-out")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub campaign: CampaignOpts,
     /// Print every failing seed with its verdict signature.
     #[arg(long)]
     pub list_failures: bool,
@@ -48,296 +34,498 @@ pub struct FuzzArgs {
     pub junit: Option<PathBuf>,
 }
 
-/// One failing seed.
-struct Failure {
-    seed: u64,
-    result: RunResult,
+/// Options of a campaign (`heddle fuzz`).
+#[derive(Args, Debug, Clone)]
+pub struct CampaignOpts {
+    /// Seeds in the campaign (default 1000, or unbounded with --time-budget).
+    #[arg(long)]
+    pub runs: Option<u64>,
+    /// Stop starting runs after this long: 90s, 10m, 2h.
+    #[arg(long, value_name = "DURATION")]
+    pub time_budget: Option<String>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// Keep going after the first failure: collect every distinct failure.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Run shard K of N (1-based) of the seed space.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Continue the campaign in --out (skips the seeds it finished).
+    #[arg(long)]
+    pub resume: bool,
+    /// Print campaign statistics.
+    #[arg(long)]
+    pub stats: bool,
+    /// No progress output on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Campaign directory: replay files, journal.jsonl, campaign.toml.
+    #[arg(long, default_value = "heddle-out")]
+    pub out: PathBuf,
 }
 
+impl CampaignOpts {
+    /// The worker count: --jobs, else every core.
+    pub fn jobs(&self) -> usize {
+        self.jobs
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
+            .max(1)
+    }
+
+    /// Driver options.
+    pub fn options(&self) -> Result<exec::Options> {
+        let time_budget = self
+            .time_budget
+            .as_deref()
+            .map(campaign::parse_duration)
+            .transpose()?;
+        let progress = if self.quiet {
+            exec::Progress::Off
+        } else if std::io::stderr().is_terminal() {
+            exec::Progress::Tty
+        } else {
+            exec::Progress::Lines
+        };
+        Ok(exec::Options {
+            jobs: self.jobs(),
+            time_budget,
+            out: self.out.clone(),
+            resume: self.resume,
+            progress,
+        })
+    }
+
+    /// The seed plan.
+    pub fn plan(&self) -> Result<SeedPlan> {
+        let shard: Shard = match &self.shard {
+            Some(s) => s.parse()?,
+            None => Shard::WHOLE,
+        };
+        let runs = match (self.runs, &self.time_budget) {
+            (Some(0), _) => bail!("--runs must be at least 1"),
+            (Some(r), _) => Some(r),
+            (None, Some(_)) => None,
+            (None, None) => Some(1000),
+        };
+        Ok(SeedPlan {
+            seed_start: self.seed_start,
+            runs,
+            shard,
+        })
+    }
+}
+
+/// Calibrates every portfolio member (PCT's `k`).
+pub fn calibrated_portfolio(
+    program: &Program,
+    base: &RunConfig,
+    spec: &str,
+) -> Result<campaign::Portfolio> {
+    let p = campaign::Portfolio::parse(spec)?;
+    let mut members = Vec::new();
+    for m in &p.members {
+        let cfg = program.calibrate(RunConfig {
+            strategy: m.clone(),
+            ..base.clone()
+        })?;
+        members.push(cfg.strategy);
+    }
+    Ok(campaign::Portfolio { members })
+}
+
+/// Runs `heddle fuzz`.
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
     let guard = crate::report::json::TextToStderr::start(json);
+    let plan = a.campaign.plan()?;
+    let opts = a.campaign.options()?;
+    // Strategy specs are checked before the target is built.
+    let members = campaign::Portfolio::parse(&a.run.strategy)?;
     let (t, program) = a.target.load()?;
-    let base = a.run.config(&a.target.args, 0)?;
-    let base = program.calibrate(base)?;
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
-    let end = a.seed_start.saturating_add(a.runs);
-    let next = AtomicU64::new(a.seed_start);
-    let done = AtomicU64::new(0);
-    // Smallest failing seed so far: workers skip seeds above it (unless
-    // --keep-going), so the reported failure does not depend on --jobs.
-    let first_fail = AtomicU64::new(u64::MAX);
-    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    // Distinct data races (by pair of source lines) with the smallest seed
-    // that showed each.
-    let races: Mutex<BTreeMap<(String, String), (u64, RaceReport)>> = Mutex::new(BTreeMap::new());
-    let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let started = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let seed = next.fetch_add(1, Ordering::Relaxed);
-                if seed >= end || (!a.keep_going && seed > first_fail.load(Ordering::Relaxed)) {
-                    break;
-                }
-                if error.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
-                    break;
-                }
-                let cfg = RunConfig {
-                    seed,
-                    ..base.clone()
-                };
-                match program.run(&cfg) {
-                    Ok(r) => {
-                        if !r.races.is_empty() {
-                            let mut m = races.lock().unwrap_or_else(|e| e.into_inner());
-                            for race in &r.races {
-                                let e = m.entry(race.key()).or_insert((seed, race.clone()));
-                                if seed < e.0 {
-                                    *e = (seed, race.clone());
-                                }
-                            }
-                        }
-                        if !r.verdict.is_pass() {
-                            first_fail.fetch_min(seed, Ordering::Relaxed);
-                            failures
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push(Failure { seed, result: r });
-                        }
-                    }
-                    Err(e) => {
-                        *error.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(e.context(format!("seed {seed}")));
-                        break;
-                    }
-                }
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty && (n.is_multiple_of(64) || n == a.runs) {
-                    let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                    let nfail = failures.lock().map(|f| f.len()).unwrap_or(0);
-                    eprint!(
-                        "\r{n}/{} runs  {rate:.0} runs/s  {nfail} failing   ",
-                        a.runs
-                    );
-                } else if !tty && n.is_multiple_of(10_000) {
-                    eprintln!("heddle: {n}/{} runs", a.runs);
-                }
-            });
-        }
-    });
-    if tty {
-        eprintln!();
-    }
-    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let ran = done.load(Ordering::Relaxed);
-    let mut failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
-    failures.sort_by_key(|f| f.seed);
-    println!(
-        "{ran} runs in {elapsed:.2}s ({:.0} runs/s, {jobs} jobs), strategy {}: {} failing",
-        ran as f64 / elapsed.max(1e-9),
-        base.strategy,
-        failures.len()
-    );
-    let races = races.into_inner().unwrap_or_else(|e| e.into_inner());
-    if !races.is_empty() {
-        println!("{} distinct data race(s):", races.len());
-        for (seed, race) in races.values() {
-            println!("  seed {seed}: {}", race.summary());
-        }
-    }
-    if a.list_failures {
-        for f in &failures {
-            println!("failing seed {}: {}", f.seed, f.result.verdict.signature());
-        }
-    }
-    let mut docs: Vec<crate::report::json::FailureDoc> = Vec::new();
-    let finish = |docs: Vec<crate::report::json::FailureDoc>| -> Result<i32> {
-        let nfail = failures.len() as u64;
-        if let Some(path) = &a.junit {
-            let name = t
-                .given
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "target".into());
-            let failure = docs.first().map(|d| {
-                let mut text = format!(
-                    "{} of {ran} runs failed (strategy {}); seed {}: {}",
-                    nfail, base.strategy, d.seed, d.verdict.summary
-                );
-                if let Some(c) = &d.replay_command {
-                    text.push_str(&format!("\nreplay: {c}"));
-                }
-                if let Some(r) = &d.report {
-                    text.push_str(&format!("\nreport: {r}"));
-                }
-                (d.verdict.summary.clone(), text)
-            });
-            crate::report::junit::write(
-                path,
-                &crate::report::junit::Case {
-                    name,
-                    classname: "heddle.fuzz".into(),
-                    time: elapsed,
-                    failure,
-                },
-            )?;
-        }
-        if json {
-            use crate::report::json::{Document, RaceDoc, Statistics};
-            let mut doc = Document::new("fuzz", &t.given.display().to_string(), &base.strategy);
-            doc.result = if nfail == 0 { "pass" } else { "fail" };
-            if let Some(d) = docs.first() {
-                doc.verdict = Some(d.verdict.clone());
-                doc.seed = Some(d.seed);
-                doc.replay = d.replay.clone();
-            }
-            doc.failures = docs;
-            doc.races = races.values().map(|(s, r)| RaceDoc::of(*s, r)).collect();
-            doc.statistics = Statistics {
-                runs: ran,
-                failing: nfail,
-                elapsed_seconds: elapsed,
-                runs_per_second: ran as f64 / elapsed.max(1e-9),
-                ..Statistics::default()
-            };
-            crate::report::json::emit(guard, &doc);
-        }
-        Ok(if nfail == 0 { EXIT_OK } else { EXIT_BUG })
+    let one = RunOpts {
+        strategy: members.members[0].clone(),
+        ..a.run.clone()
     };
-    if failures.is_empty() {
-        return finish(docs);
-    }
-    // One replay file per distinct signature (the smallest seed for each).
-    let mut seen = std::collections::BTreeSet::new();
-    for f in &failures {
-        let sig = f.result.verdict.signature();
-        if !seen.insert(sig.clone()) {
-            continue;
-        }
-        // Run the seed again with stacks captured where threads block: the
-        // schedule is the same (diagnostics never change decisions).
-        let detailed = program.run(&RunConfig {
-            seed: f.seed,
-            diagnostics: true,
-            ..base.clone()
-        })?;
-        if detailed.decisions != f.result.decisions {
-            bail!(
-                "internal error: seed {} did not repeat its schedule with diagnostics on",
-                f.seed
-            );
-        }
-        let f = &Failure {
-            seed: f.seed,
-            result: detailed,
-        };
-        let file = replay_file(&t, &program, &base, f.seed, &f.result);
-        let name = format!(
-            "{}-{}-seed{}.toml",
-            t.given
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "target".into()),
-            f.result.verdict.kind(),
-            f.seed
-        );
-        let path = a.out.join(name);
-        paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
-        // The HTML report records every event with its stack: skipped for
-        // runs too long to draw (a hang at the step budget, typically).
-        let html = (f.result.steps <= crate::report::MAX_REPORT_STEPS)
-            .then(|| path.with_extension("html"));
-        if let Some(html) = &html {
-            crate::report::write_html(
-                &program,
-                &RunConfig {
-                    seed: f.seed,
-                    ..base.clone()
+    let base = one.config(&a.target.args, 0)?;
+    let portfolio = calibrated_portfolio(&program, &base, &a.run.strategy)?;
+    let c = exec::Campaign {
+        target: &t,
+        program: &program,
+        base,
+        portfolio,
+        plan,
+        keep_going: a.campaign.keep_going,
+    };
+    let o = c.run(&opts)?;
+    let reports = write_reports(&c, &o, &opts.out)?;
+    print_outcome(
+        &o,
+        &opts.out,
+        &reports,
+        a.list_failures,
+        a.campaign.stats,
+        !a.campaign.keep_going,
+    );
+    let docs: Vec<FailureDoc> = o
+        .failures
+        .iter()
+        .zip(&reports)
+        .map(|((f, _), html)| {
+            let replay = (!f.replay.is_empty()).then(|| opts.out.join(&f.replay));
+            FailureDoc {
+                seed: f.first_seed,
+                verdict: VerdictDoc {
+                    kind: f.kind.clone(),
+                    signature: f.signature.clone(),
+                    summary: f.summary.clone(),
                 },
-                &f.result.decisions,
-                &t.given.display().to_string(),
-                format!("heddle replay {}", path.display()),
-                html,
-            )?;
-        }
-        println!("seed {}: {}", f.seed, f.result.verdict.summary());
-        println!("  replay: heddle replay {}", path.display());
-        match &html {
-            Some(h) => println!("  report: {}", h.display()),
-            None => println!(
-                "  report: none (a run of {} steps is too long for the HTML report)",
-                f.result.steps
-            ),
-        }
-        docs.push(crate::report::json::FailureDoc {
-            seed: f.seed,
-            verdict: crate::report::json::VerdictDoc::of(&f.result.verdict),
-            replay: Some(path.display().to_string()),
-            report: html.as_ref().map(|h| h.display().to_string()),
-            replay_command: Some(format!("heddle replay {}", path.display())),
+                replay: replay.as_ref().map(|p| p.display().to_string()),
+                report: html.as_ref().map(|h| h.display().to_string()),
+                replay_command: replay.map(|p| format!("heddle replay {}", p.display())),
+            }
+        })
+        .collect();
+    let failing = o.summary.stats.failing_runs;
+    if let Some(path) = &a.junit {
+        let failure = docs.first().map(|d| {
+            let mut text = format!(
+                "{failing} of {} runs failed (strategy {}); seed {}: {}",
+                o.summary.stats.runs,
+                o.summary.campaign.strategies.join(","),
+                d.seed,
+                d.verdict.summary
+            );
+            if let Some(c) = &d.replay_command {
+                text.push_str(&format!("\nreplay: {c}"));
+            }
+            if let Some(r) = &d.report {
+                text.push_str(&format!("\nreport: {r}"));
+            }
+            (d.verdict.summary.clone(), text)
         });
-        if !a.keep_going {
-            print_output(&f.result);
-            break;
-        }
+        crate::report::junit::write(
+            path,
+            &crate::report::junit::Case {
+                name: target_name(&t),
+                classname: "heddle.fuzz".into(),
+                time: o.session_secs,
+                failure,
+            },
+        )?;
     }
-    finish(docs)
+    if json {
+        use crate::report::json::{Document, Statistics};
+        let s = &o.summary;
+        let mut doc = Document::new(
+            "fuzz",
+            &t.given.display().to_string(),
+            &s.campaign.strategies.join(","),
+        );
+        doc.result = if failing == 0 { "pass" } else { "fail" };
+        if let Some(d) = docs.first() {
+            doc.verdict = Some(d.verdict.clone());
+            doc.seed = Some(d.seed);
+            doc.replay = d.replay.clone();
+        }
+        doc.failures = docs;
+        doc.races = race_docs(&c, s)?;
+        doc.statistics = Statistics {
+            runs: s.stats.runs,
+            failing,
+            elapsed_seconds: o.session_secs,
+            runs_per_second: o.session_runs as f64 / o.session_secs.max(1e-9),
+            ..Statistics::default()
+        };
+        crate::report::json::emit(guard, &doc);
+    }
+    Ok(if failing > 0 { EXIT_BUG } else { EXIT_OK })
 }
 
-/// The replay file of a run.
-pub fn replay_file(
-    t: &target::Target,
-    program: &Program,
-    cfg: &RunConfig,
-    seed: u64,
-    r: &RunResult,
-) -> ReplayFile {
-    let mut f = ReplayFile {
-        format: FORMAT,
-        heddle: env!("CARGO_PKG_VERSION").into(),
-        module: ModuleRef {
-            sha256: program.module_sha256.clone(),
-            source: t.given.display().to_string(),
-            cflags: t.cflags.clone(),
-        },
-        run: RunSpec {
-            instrumentation: program.instrumentation.describe(),
-            strategy: r.strategy.clone(),
-            seed,
-            args: cfg.args.clone(),
-            env: cfg.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-            max_steps: cfg.max_steps,
-            max_time_ms: cfg.max_time_ns / 1_000_000,
-            budget: [cfg.budget.0, cfg.budget.1],
-            expected_exit: cfg.expected_exit,
-            races: cfg.races,
-        },
-        verdict: VerdictRecord {
-            kind: r.verdict.kind().into(),
-            signature: r.verdict.signature(),
-            summary: r.verdict.summary(),
-            output_sha256: r.output_hash(),
-        },
-        schedule: ScheduleRecord {
-            count: 0,
-            decisions: String::new(),
-        },
-    };
-    f.set_decisions(&r.decisions);
-    f
+/// The name a target's JUnit test case gets (its file stem).
+fn target_name(t: &crate::target::Target) -> String {
+    t.given
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "target".into())
 }
+
+/// Writes the HTML report next to each failure's replay file; returns its
+/// path per failure (None when there is no replay file, or the run is too
+/// long to draw — a hang at the step budget, typically).
+fn write_reports(
+    c: &exec::Campaign,
+    o: &exec::Outcome,
+    out: &Path,
+) -> Result<Vec<Option<PathBuf>>> {
+    let mut paths = Vec::new();
+    for (f, detailed) in &o.failures {
+        let html = match detailed {
+            Some(r) if !f.replay.is_empty() && r.steps <= crate::report::MAX_REPORT_STEPS => {
+                let replay = out.join(&f.replay);
+                let html = replay.with_extension("html");
+                let cfg = RunConfig {
+                    seed: f.first_seed,
+                    strategy: c.portfolio.members[c.portfolio.member(f.first_seed)].clone(),
+                    ..c.base.clone()
+                };
+                crate::report::write_html(
+                    c.program,
+                    &cfg,
+                    &r.decisions,
+                    &c.target.given.display().to_string(),
+                    format!("heddle replay {}", replay.display()),
+                    &html,
+                )?;
+                Some(html)
+            }
+            _ => None,
+        };
+        paths.push(html);
+    }
+    Ok(paths)
+}
+
+/// Each distinct data race of the campaign as a document, from a re-run of
+/// its first seed (the journal keeps only its summary).
+fn race_docs(c: &exec::Campaign, s: &Summary) -> Result<Vec<crate::report::json::RaceDoc>> {
+    let mut docs = Vec::new();
+    for race in &s.race {
+        let cfg = RunConfig {
+            seed: race.first_seed,
+            strategy: c.portfolio.members[c.portfolio.member(race.first_seed)].clone(),
+            event_stacks: true,
+            ..c.base.clone()
+        };
+        let r = c.program.run(&cfg)?;
+        if let Some(x) = r.races.iter().find(|x| x.summary() == race.summary) {
+            docs.push(crate::report::json::RaceDoc::of(race.first_seed, x));
+        }
+    }
+    Ok(docs)
+}
+
+/// Prints what a campaign session found.
+fn print_outcome(
+    o: &exec::Outcome,
+    out: &Path,
+    reports: &[Option<PathBuf>],
+    list: bool,
+    stats: bool,
+    show_output: bool,
+) {
+    let s = &o.summary;
+    let total = s.stats.runs;
+    let resumed = o.journal.records.len() as u64 != o.session_runs;
+    println!(
+        "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}",
+        o.session_runs,
+        o.session_secs,
+        o.session_runs as f64 / o.session_secs.max(1e-9),
+        o.timing.jobs,
+        s.campaign.strategies.join(","),
+        s.stats.failing_runs,
+        if resumed {
+            format!(" ({total} runs in the campaign)")
+        } else {
+            String::new()
+        },
+        if o.timed_out {
+            " (time budget reached)"
+        } else {
+            ""
+        }
+    );
+    print_findings(s, &o.journal, list, stats);
+    for ((f, detailed), html) in o.failures.iter().zip(reports) {
+        let text = detailed
+            .as_ref()
+            .map(|r| r.verdict.summary())
+            .unwrap_or_else(|| f.summary.clone());
+        println!("seed {}: {text}", f.first_seed);
+        if !f.replay.is_empty() {
+            println!("  replay: heddle replay {}", out.join(&f.replay).display());
+            match (html, detailed) {
+                (Some(h), _) => println!("  report: {}", h.display()),
+                (None, Some(r)) => println!(
+                    "  report: none (a run of {} steps is too long for the HTML report)",
+                    r.steps
+                ),
+                (None, None) => {}
+            }
+        }
+        if show_output {
+            if let Some(r) = detailed {
+                print_output(r);
+            }
+        }
+    }
+    if stats {
+        print_timing(&o.timing);
+    }
+    println!("summary: {}", out.join(summary::FILE).display());
+}
+
+/// Prints races, the failing seeds (with `list`) and statistics (with `stats`).
+fn print_findings(s: &Summary, j: &Journal, list: bool, stats: bool) {
+    if !s.race.is_empty() {
+        println!("{} distinct data race(s):", s.race.len());
+        for r in &s.race {
+            println!("  seed {}: {}", r.first_seed, r.summary);
+        }
+    }
+    if list {
+        for r in summary::counted(&j.header, &j.records)
+            .iter()
+            .filter(|r| r.failed())
+        {
+            println!("failing seed {}: {}", r.seed, r.signature);
+        }
+    }
+    if stats {
+        print_stats(s);
+    }
+}
+
+/// Prints the deterministic statistics of a summary.
+pub fn print_stats(s: &Summary) {
+    let st = &s.stats;
+    println!("statistics:");
+    println!(
+        "  runs {}  failing {}  distinct failures {}",
+        st.runs, st.failing_runs, st.distinct_failures
+    );
+    println!(
+        "  decisions/run {}  preemptions/run {}  steps/run {}",
+        st.decisions_per_run, st.preemptions_per_run, st.steps_per_run
+    );
+    println!("  distinct schedules {}", st.distinct_schedules);
+    println!(
+        "  sites hit {}/{} ({}/{} in user code)",
+        st.sites_hit, st.sites, st.user_sites_hit, st.user_sites
+    );
+    if !st.never_hit.is_empty() {
+        println!("  user-code sites never hit:");
+        for n in &st.never_hit {
+            println!("    {n}");
+        }
+    }
+    for m in &s.strategy {
+        println!(
+            "  strategy {}: {} runs, {} failing, {} distinct schedules, found {}",
+            m.spec,
+            m.runs,
+            m.failing_runs,
+            m.distinct_schedules,
+            if m.found.is_empty() {
+                "nothing".to_string()
+            } else {
+                m.found.join(", ")
+            }
+        );
+    }
+    for f in &s.failure {
+        let by: Vec<String> = f
+            .by_strategy
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        println!(
+            "  failure {}: {} runs, first seed {} ({}) after {} runs; by strategy {}",
+            f.signature,
+            f.runs,
+            f.first_seed,
+            f.first_strategy,
+            f.runs_to_first,
+            by.join(", ")
+        );
+    }
+}
+
+/// Prints the timing part of a summary.
+pub fn print_timing(t: &Timing) {
+    println!(
+        "  elapsed {:.2}s, {} runs/s, shards {}{}",
+        t.elapsed_s,
+        t.runs_per_s,
+        t.shards.join(","),
+        if t.complete { "" } else { " (incomplete)" }
+    );
+    for f in &t.first_failure {
+        println!("  time to first {}: {:.3}s", f.signature, f.seconds);
+    }
+}
+
+/// `heddle merge`.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Campaign directories (shards, or earlier merges).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Directory for the merged campaign.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print every failing seed with its verdict signature.
+    #[arg(long)]
+    pub list_failures: bool,
+    /// Print campaign statistics.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Runs `heddle merge`.
+pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
+    let m = campaign::merge::merge(&a.dirs, &a.out)?;
+    let s = &m.summary;
+    println!(
+        "merged {} director{} (shards {}{}): {} runs, strategy {}: {} failing",
+        a.dirs.len(),
+        if a.dirs.len() == 1 { "y" } else { "ies" },
+        m.timing.shards.join(","),
+        if m.timing.complete {
+            ""
+        } else {
+            ", incomplete"
+        },
+        s.stats.runs,
+        s.campaign.strategies.join(","),
+        s.stats.failing_runs
+    );
+    print_findings(s, &m.journal, a.list_failures, a.stats);
+    for f in &s.failure {
+        println!("seed {}: {}", f.first_seed, f.summary);
+        if !f.replay.is_empty() {
+            if m.missing_replays.contains(&f.replay) {
+                println!("  replay file {} is in none of the directories", f.replay);
+            } else {
+                println!(
+                    "  replay: heddle replay {}",
+                    a.out.join(&f.replay).display()
+                );
+            }
+        }
+    }
+    if a.stats {
+        print_timing(&m.timing);
+    }
+    println!("summary: {}", a.out.join(summary::FILE).display());
+    Ok(if s.stats.failing_runs > 0 {
+        EXIT_BUG
+    } else {
+        EXIT_OK
+    })
+}
+
+/// The replay file of a run (kept here for callers of the CLI module).
+pub use crate::campaign::exec::replay_file;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -484,7 +672,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
         r.decisions.len()
     );
     if json {
-        use crate::report::json::{Document, RaceDoc, Statistics, VerdictDoc};
+        use crate::report::json::{Document, RaceDoc, Statistics};
         let mut doc = Document::new("replay", &rp.file.module.source, &rp.file.run.strategy);
         doc.result = if r.verdict.is_pass() { "pass" } else { "fail" };
         doc.verdict = Some(VerdictDoc::of(&r.verdict));

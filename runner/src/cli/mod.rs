@@ -12,6 +12,7 @@ pub mod plan;
 pub mod run;
 pub mod show;
 mod targets;
+pub mod test;
 mod toolchain;
 
 pub use instrument::InstrumentOpts;
@@ -46,6 +47,10 @@ enum Cmd {
     Run(run::RunArgs),
     /// Run many seeds in parallel; write a replay file for each distinct failure.
     Fuzz(fuzz::FuzzArgs),
+    /// Merge the campaign directories of shards into one campaign.
+    Merge(fuzz::MergeArgs),
+    /// Run the targets of a project file (heddle.toml) as a test suite.
+    Test(test::TestArgs),
     /// Reproduce a run from its replay file and check it.
     Replay(fuzz::ReplayArgs),
     /// Enumerate schedules systematically (bounded or exhaustive).
@@ -120,6 +125,8 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
         Cmd::Replay(a) => fuzz::replay_cmd(a),
+        Cmd::Merge(a) => fuzz::merge_cmd(a),
+        Cmd::Test(a) => test::test_cmd(a),
         Cmd::Explore(a) => explore::explore_cmd(a),
         Cmd::Show(a) => show::show_cmd(a),
         Cmd::Compare(a) => compare::compare_cmd(a),

@@ -468,7 +468,7 @@ impl Program {
             .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
         if let Some(failure) = st.sched.strategy.failure() {
             self.recycle_memory(memory, st.mem_high);
-            bail!("{failure}");
+            return Err(sched::StrategyFailed(failure).into());
         }
         let (stdout, stderr) = output.take();
         let used = st.mem_high;

@@ -168,6 +168,20 @@ pub trait RunView {
     fn last_label(&self, tid: Tid) -> Option<&str>;
 }
 
+/// The error a run ends with when its strategy could not do its job
+/// ([`Strategy::failure`]): a problem of the setup, not of the program, so a
+/// campaign stops on it instead of counting it as a failing run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrategyFailed(pub String);
+
+impl std::fmt::Display for StrategyFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StrategyFailed {}
+
 /// What earlier runs tell a strategy about a program (see
 /// [`crate::runtime::Program::calibrate`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

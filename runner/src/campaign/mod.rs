@@ -1,0 +1,220 @@
+//! Campaigns: many seeded runs of one target, in parallel, sharded across
+//! machines, resumable, with statistics.
+//!
+//! The pure parts live here and in [`journal`] and [`summary`]: which seeds a
+//! campaign (or one shard of it) runs, which portfolio member runs each seed,
+//! the journal of finished runs, and the summary computed from it. The
+//! parallel driver that executes runs is [`exec`].
+//!
+//! A campaign is identified by its [`journal::Identity`] (module, run
+//! configuration, portfolio, seed range). Everything in the deterministic
+//! part of its summary is a function of the identity and of the set of seeds
+//! that ran — never of the number of worker threads, of timing, or of how the
+//! seeds were split between shards.
+
+pub mod exec;
+pub mod journal;
+pub mod merge;
+pub mod summary;
+
+use anyhow::{bail, Result};
+use std::time::Duration;
+
+/// The splitmix64 finalizer: a well-mixed 64-bit hash of `x`.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// One shard `K/N` of a campaign: the seeds whose splitmix64 hash is
+/// `K-1` modulo `N`. Hashing (rather than `seed mod N`) keeps every shard
+/// a mix of all portfolio members, which are assigned by `seed mod len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Shard {
+    /// 1-based shard number `K`.
+    pub index: u32,
+    /// Number of shards `N`.
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole seed space (`1/1`).
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    /// Whether `seed` belongs to this shard.
+    pub fn contains(&self, seed: u64) -> bool {
+        self.count <= 1 || splitmix64(seed) % self.count as u64 == (self.index - 1) as u64
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Shard> {
+        let bad = || anyhow::anyhow!("bad shard `{s}` (expected K/N with 1 <= K <= N)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let k: u32 = k.trim().parse().map_err(|_| bad())?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 || k == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { index: k, count: n })
+    }
+}
+
+/// A portfolio of strategies, interleaved over seeds: seed `s` runs member
+/// `s mod len`, so the assignment does not depend on the seed range, the
+/// shard or the number of workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Portfolio {
+    /// Strategy specs (canonical once calibrated).
+    pub members: Vec<String>,
+}
+
+impl Portfolio {
+    /// Parses `random,pct:3,pct:10,rr:0.2` (every member is checked).
+    pub fn parse(spec: &str) -> Result<Portfolio> {
+        let mut members = Vec::new();
+        for m in spec.split(',') {
+            let m = m.trim();
+            if m.is_empty() {
+                bail!("bad strategy portfolio `{spec}`: empty member");
+            }
+            crate::sched::parse(m, 1)?;
+            members.push(m.to_string());
+        }
+        Ok(Portfolio { members })
+    }
+
+    /// The member index that runs `seed`.
+    pub fn member(&self, seed: u64) -> usize {
+        (seed % self.members.len().max(1) as u64) as usize
+    }
+}
+
+/// Which seeds a campaign runs: `[seed_start, seed_start + runs)` (or
+/// unbounded), restricted to one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedPlan {
+    /// First seed of the campaign (of all shards).
+    pub seed_start: u64,
+    /// Number of seeds of the whole campaign; `None` is unbounded (a time
+    /// budget ends it).
+    pub runs: Option<u64>,
+    /// The part this process runs.
+    pub shard: Shard,
+}
+
+impl SeedPlan {
+    /// One past the last seed.
+    pub fn end(&self) -> u64 {
+        match self.runs {
+            Some(r) => self.seed_start.saturating_add(r),
+            None => u64::MAX,
+        }
+    }
+
+    /// Whether `seed` is one this plan runs.
+    pub fn contains(&self, seed: u64) -> bool {
+        seed >= self.seed_start && seed < self.end() && self.shard.contains(seed)
+    }
+
+    /// The seeds of this plan, in order.
+    pub fn seeds(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.seed_start..self.end()).filter(|s| self.shard.contains(*s))
+    }
+}
+
+/// Parses a duration: `90` or `90s`, `500ms`, `10m`, `2h`.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let t = s.trim();
+    let bad = || anyhow::anyhow!("bad duration `{s}` (expected e.g. 90s, 10m, 2h, 500ms)");
+    let (num, mult_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1u64)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1000)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3_600_000)
+    } else {
+        (t, 1000)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_millis(
+        (v * mult_ms as f64).round().max(1.0) as u64
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_partition_the_seeds() {
+        let shards: Vec<Shard> = (1..=3).map(|k| format!("{k}/3").parse().unwrap()).collect();
+        for seed in 0..3000u64 {
+            let n = shards.iter().filter(|s| s.contains(seed)).count();
+            assert_eq!(n, 1, "seed {seed}");
+        }
+        // Each shard gets every portfolio member.
+        let p = Portfolio::parse("random,pct:3,rr").unwrap();
+        for s in &shards {
+            let mut seen = [0; 3];
+            for seed in (0..300).filter(|x| s.contains(*x)) {
+                seen[p.member(seed)] += 1;
+            }
+            assert!(seen.iter().all(|n| *n > 10), "{s}: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn bad_specs_are_errors() {
+        for s in ["0/2", "3/2", "1", "a/b", "1/0", "/", ""] {
+            assert!(s.parse::<Shard>().is_err(), "{s}");
+        }
+        assert_eq!("2/5".parse::<Shard>().unwrap().to_string(), "2/5");
+        assert!(Portfolio::parse("random,,pct").is_err());
+        assert!(Portfolio::parse("random,bogus").is_err());
+        assert_eq!(Portfolio::parse("random, pct:3").unwrap().members.len(), 2);
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        for s in ["", "x", "-1s", "0", "5d"] {
+            assert!(parse_duration(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn seed_plan_covers_its_range() {
+        let whole = SeedPlan {
+            seed_start: 10,
+            runs: Some(100),
+            shard: Shard::WHOLE,
+        };
+        assert_eq!(whole.seeds().count(), 100);
+        let parts: usize = (1..=4)
+            .map(|k| {
+                SeedPlan {
+                    shard: Shard { index: k, count: 4 },
+                    ..whole
+                }
+                .seeds()
+                .count()
+            })
+            .sum();
+        assert_eq!(parts, 100);
+        assert!(!whole.contains(9) && whole.contains(10) && !whole.contains(110));
+    }
+}

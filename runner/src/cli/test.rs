@@ -1,0 +1,341 @@
+//! `heddle test`: the targets of a project file run like a test suite.
+//!
+//! For each `[[target]]`: the plain build is fuzzed with its `hunt_strategy`
+//! (a portfolio is allowed) over `hunt_seeds` seeds and must give its
+//! `buggy` verdict kind (`pass`: every seed passes); the `-DFIXED` build, when
+//! the entry has a `fixed` verdict, over `fixed_seeds` seeds must give that
+//! one; and each of its `replays` must reproduce its recorded verdict. One
+//! line per check, a summary, optional JUnit XML and JSON reports; exit 1 on
+//! any unexpected verdict.
+
+use super::fuzz::{calibrated_portfolio, load_replay};
+use super::{EXIT_BUG, EXIT_OK};
+use crate::campaign::{exec, SeedPlan, Shard};
+use crate::instrument::Config as InstrumentConfig;
+use crate::manifest::{Entry, Manifest};
+use crate::runtime::{Program, RunConfig};
+use crate::target;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `heddle test`.
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// The project file.
+    #[arg(default_value = "heddle.toml")]
+    pub project: PathBuf,
+    /// Only these targets (repeatable).
+    #[arg(long = "only", value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Seeds per check, instead of each target's own budget.
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Seeds per check of a fixed build (overrides --seeds for those).
+    #[arg(long)]
+    pub fixed_seeds: Option<u64>,
+    /// Worker threads per campaign (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Directory for the campaigns (one subdirectory per check).
+    #[arg(long, default_value = "heddle-out/test")]
+    pub out: PathBuf,
+    /// Write a JUnit XML report.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write a JSON report.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Target name.
+    pub target: String,
+    /// `buggy`, `fixed` or `replay:<file>`.
+    pub check: String,
+    /// The verdict kind expected.
+    pub expected: String,
+    /// The verdict kind found (`pass` when every run passed).
+    pub got: String,
+    /// Whether `got` is what was expected.
+    pub ok: bool,
+    /// Runs made.
+    pub runs: u64,
+    /// The failing seed, if any.
+    pub seed: Option<u64>,
+    /// One line of detail.
+    pub detail: String,
+    /// The replay file of the failure, if any.
+    pub replay: Option<String>,
+    /// Seconds taken.
+    pub seconds: f64,
+}
+
+/// Runs `heddle test`.
+pub fn test_cmd(a: TestArgs) -> Result<i32> {
+    if !a.project.exists() {
+        bail!("{}: no such project file", a.project.display());
+    }
+    let m = Manifest::load(&a.project)?;
+    for n in &a.only {
+        if m.get(n).is_none() {
+            bail!("{}: no target named `{n}`", a.project.display());
+        }
+    }
+    if a.seeds == Some(0) || a.fixed_seeds == Some(0) {
+        bail!("--seeds and --fixed-seeds must be at least 1");
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let started = Instant::now();
+    let mut checks = Vec::new();
+    let entries: Vec<&Entry> = m
+        .targets
+        .iter()
+        .filter(|e| a.only.is_empty() || a.only.contains(&e.name))
+        .collect();
+    for e in &entries {
+        let strategy = e.hunt_strategy.clone().unwrap_or_else(|| "random".into());
+        crate::campaign::Portfolio::parse(&strategy)
+            .with_context(|| format!("target `{}`", e.name))?;
+        let mut variants = vec![("buggy", e.buggy.clone(), a.seeds.or(e.hunt_seeds))];
+        if !e.fixed.is_empty() {
+            let seeds = a.fixed_seeds.or(a.seeds).or(e.fixed_seeds).or(e.hunt_seeds);
+            variants.push(("fixed", e.fixed.clone(), seeds));
+        }
+        for (variant, expected, seeds) in variants {
+            let seeds = seeds.unwrap_or(100);
+            let c = run_check(&m, e, variant, &expected, &strategy, seeds, jobs, &a.out)
+                .with_context(|| format!("target `{}` ({variant})", e.name))?;
+            print_check(&c);
+            checks.push(c);
+        }
+        for r in &e.replays {
+            let c = replay_check(&m, e, r);
+            print_check(&c);
+            checks.push(c);
+        }
+    }
+    let bad = checks.iter().filter(|c| !c.ok).count();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "heddle test: {} targets, {} checks: {} ok, {bad} unexpected ({secs:.1}s)",
+        entries.len(),
+        checks.len(),
+        checks.len() - bad
+    );
+    if let Some(p) = &a.junit {
+        crate::paths::write_atomic(p, junit(&checks, secs).as_bytes())?;
+    }
+    if let Some(p) = &a.json {
+        let doc = serde_json::json!({
+            "project": a.project.display().to_string(),
+            "checks": checks,
+            "ok": checks.len() - bad,
+            "unexpected": bad,
+            "seconds": secs,
+        });
+        crate::paths::write_atomic(p, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+    }
+    Ok(if bad == 0 { EXIT_OK } else { EXIT_BUG })
+}
+
+fn print_check(c: &Check) {
+    println!(
+        "{:<4} {:<18} {:<7} {}",
+        if c.ok { "ok" } else { "FAIL" },
+        c.target,
+        c.check,
+        c.detail
+    );
+    if !c.ok {
+        if let Some(r) = &c.replay {
+            println!("     replay: heddle replay {r}");
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_check(
+    m: &Manifest,
+    e: &Entry,
+    variant: &str,
+    expected: &str,
+    strategy: &str,
+    seeds: u64,
+    jobs: usize,
+    out: &Path,
+) -> Result<Check> {
+    let started = Instant::now();
+    let mut cflags = e.cflags.clone();
+    if variant == "fixed" {
+        cflags.push("-DFIXED".into());
+    }
+    let t = target::load(&m.source(e), &cflags)?;
+    let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
+    let mut base = RunConfig {
+        args: e.args.clone(),
+        ..RunConfig::default()
+    };
+    if let Some(s) = e.max_steps {
+        base.max_steps = s;
+    }
+    let portfolio = calibrated_portfolio(&program, &base, strategy)?;
+    let dir = out.join(format!("{}-{variant}", e.name));
+    let c = exec::Campaign {
+        target: &t,
+        program: &program,
+        base,
+        portfolio,
+        plan: SeedPlan {
+            seed_start: 0,
+            runs: Some(seeds),
+            shard: Shard::WHOLE,
+        },
+        keep_going: false,
+    };
+    let o = c.run(&exec::Options {
+        jobs,
+        time_budget: None,
+        out: dir.clone(),
+        resume: false,
+        progress: exec::Progress::Off,
+    })?;
+    let runs = o.summary.stats.runs;
+    let strategy = o.summary.campaign.strategies.join(",");
+    let first = o.failures.first().map(|(f, _)| f);
+    let got = first.map_or("pass".to_string(), |f| f.kind.clone());
+    let ok = got == expected;
+    let detail = match first {
+        None if ok => format!("pass ({runs} runs, {strategy})"),
+        None => format!("expected {expected}, but all {runs} runs passed ({strategy})"),
+        Some(f) if ok => format!(
+            "{} at seed {} ({runs} runs, {})",
+            f.kind, f.first_seed, f.first_strategy
+        ),
+        Some(f) => format!(
+            "expected {expected}, got {} at seed {}: {}",
+            f.kind, f.first_seed, f.summary
+        ),
+    };
+    Ok(Check {
+        target: e.name.clone(),
+        check: variant.into(),
+        expected: expected.into(),
+        got,
+        ok,
+        runs,
+        seed: first.map(|f| f.first_seed),
+        detail,
+        replay: first
+            .filter(|f| !f.replay.is_empty())
+            .map(|f| dir.join(&f.replay).display().to_string()),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// A replay file named by the project: it must reproduce its verdict.
+fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
+    let started = Instant::now();
+    let path = m.dir.join(file);
+    let mut c = Check {
+        target: e.name.clone(),
+        check: format!("replay:{file}"),
+        expected: String::new(),
+        got: String::new(),
+        ok: false,
+        runs: 1,
+        seed: None,
+        detail: String::new(),
+        replay: Some(path.display().to_string()),
+        seconds: 0.0,
+    };
+    let result = (|| -> Result<(String, String, String, Option<String>)> {
+        let rp = load_replay(&path, Some(&m.source(e)))?;
+        let r = rp.program.run(&rp.config)?;
+        let diverged = r.divergence.as_ref().map(|d| {
+            format!(
+                "diverged at decision {}: expected thread {}, but {}",
+                d.index,
+                d.expected.tid(),
+                d.actual
+            )
+        });
+        Ok((
+            rp.file.verdict.signature.clone(),
+            r.verdict.signature(),
+            r.verdict.kind().to_string(),
+            diverged,
+        ))
+    })();
+    match result {
+        Ok((want, got, kind, diverged)) => {
+            c.expected = want.clone();
+            c.got = got.clone();
+            c.ok = want == got && diverged.is_none();
+            c.detail = match diverged {
+                Some(d) => d,
+                None if c.ok => format!("{kind} reproduced"),
+                None => format!("recorded `{want}`, got `{got}`"),
+            };
+        }
+        Err(err) => {
+            c.detail = format!("cannot replay: {err:#}");
+        }
+    }
+    c.seconds = started.elapsed().as_secs_f64();
+    c
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The checks as a JUnit XML document.
+fn junit(checks: &[Check], secs: f64) -> String {
+    let failures = checks.iter().filter(|c| !c.ok).count();
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"heddle\" tests=\"{}\" failures=\"{failures}\" time=\"{secs:.3}\">\n",
+        checks.len()
+    );
+    for c in checks {
+        x.push_str(&format!(
+            "    <testcase classname=\"heddle.{}\" name=\"{}\" time=\"{:.3}\"",
+            xml_escape(&c.target),
+            xml_escape(&c.check),
+            c.seconds
+        ));
+        if c.ok {
+            x.push_str("/>\n");
+        } else {
+            x.push_str(&format!(
+                ">\n      <failure message=\"{}\"/>\n    </testcase>\n",
+                xml_escape(&c.detail)
+            ));
+        }
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
