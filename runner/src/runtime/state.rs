@@ -172,6 +172,9 @@ pub struct Scheduler {
     /// When recording: what each decision chose from (explorers need the
     /// alternatives, not just the choice).
     pub choice_points: Option<Vec<ChoicePoint>>,
+    /// Events recorded so far in the run (kept by [`RunState`] for
+    /// [`ChoicePoint::event`]).
+    pub events_recorded: usize,
 }
 
 /// What a decision chose from.
@@ -182,6 +185,10 @@ pub struct ChoicePoint {
     pub current: Option<Tid>,
     /// The enabled threads of a thread decision (empty for a value decision).
     pub candidates: Vec<Candidate>,
+    /// Events recorded before this decision: with `record_events`, the event
+    /// a thread decision chose is `RunResult::events[event]` (explorers map
+    /// decisions to the events they ordered).
+    pub event: usize,
 }
 
 impl Scheduler {
@@ -194,6 +201,7 @@ impl Scheduler {
             decisions: Vec::new(),
             thread_decisions: 0,
             choice_points: None,
+            events_recorded: 0,
         }
     }
 
@@ -261,6 +269,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: current.filter(|t| cands.iter().any(|c| c.tid == *t)),
                 candidates: cands.to_vec(),
+                event: self.events_recorded,
             });
         }
         let c = cands[pick];
@@ -301,6 +310,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: Some(tid),
                 candidates: Vec::new(),
+                event: self.events_recorded,
             });
         }
         self.decisions.push(Decision::Value {
@@ -738,6 +748,7 @@ impl RunState {
             return Ok(false);
         }
         let cands = self.candidates();
+        self.sched.events_recorded = self.events.len();
         let pick = self.sched.pick_thread(Some(tid), &cands);
         let chosen = pick.map(|i| cands[i].tid);
         self.cands = cands;
@@ -780,6 +791,7 @@ impl RunState {
                 self.ready[0]
             } else {
                 let cands = self.candidates();
+                self.sched.events_recorded = self.events.len();
                 let pick = self.sched.pick_thread(None, &cands);
                 let t = pick.map(|i| cands[i].tid);
                 self.cands = cands;
@@ -838,6 +850,7 @@ impl RunState {
         for i in 0..k {
             let remaining = total - i;
             let index = if k - i < remaining {
+                self.sched.events_recorded = self.events.len();
                 match self.sched.pick_value(tid, site, remaining) {
                     Ok(v) => v as usize,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1230,6 +1243,7 @@ impl RunState {
         if n <= 1 {
             return Ok(0);
         }
+        self.sched.events_recorded = self.events.len();
         match self.sched.pick_value(tid, site, n) {
             Ok(v) => Ok(v),
             Err(d) => Err(self.end(Outcome::Diverged(d))),
