@@ -221,7 +221,9 @@ fn exit_code(r: &RunResult) -> Option<i32> {
 /// What to explore and how.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Which schedules to explore (all, or a preemption/delay budget).
     pub bound: Bound,
+    /// Whether to skip schedules equivalent to explored ones.
     pub reduction: Reduction,
     /// Stop after this many schedules.
     pub max_schedules: Option<u64>,
@@ -268,6 +270,7 @@ pub struct OutcomeKey {
     pub observed: Vec<(String, String)>,
     /// The verdict signature (`pass`, `assertion@main (x.c:3)`, …).
     pub verdict: String,
+    /// The exit code, when the program exited.
     pub exit_code: Option<i32>,
     /// Captured stdout, when it is observed.
     pub output: Option<String>,
@@ -306,10 +309,15 @@ pub struct OutcomeStats {
 /// One access of a user interleaving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserEvent {
+    /// The thread that made the access.
     pub tid: Tid,
+    /// The instrumented instruction (its source line through the site table).
     pub site: SiteId,
+    /// Read, write or read-modify-write.
     pub kind: EventKind,
+    /// The guest address accessed.
     pub addr: u32,
+    /// The value in memory right after the access, when known.
     pub value: Option<u64>,
 }
 
@@ -318,6 +326,7 @@ pub struct UserEvent {
 pub struct Failure {
     /// 1-based number of the schedule in exploration order.
     pub schedule: u64,
+    /// The run (its decisions are the replay file's schedule).
     pub result: RunResult,
     /// Its user interleaving (as it ran).
     pub interleaving: Vec<UserEvent>,
@@ -328,9 +337,11 @@ pub struct Failure {
 /// Progress of an exploration, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
+    /// Schedules run so far.
     pub schedules: u64,
     /// Estimated total (Knuth's estimator over the paths run so far).
     pub estimate: u64,
+    /// Failing schedules so far.
     pub failing: u64,
 }
 
@@ -345,6 +356,7 @@ pub struct Report {
     pub user_capped: bool,
     /// Outcomes with their counts.
     pub outcomes: BTreeMap<OutcomeKey, OutcomeStats>,
+    /// The first schedule (in exploration order) that broke the invariant.
     pub first_failure: Option<Failure>,
     /// Schedules that broke the invariant.
     pub failing: u64,
