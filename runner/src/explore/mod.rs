@@ -26,6 +26,12 @@
 //!   Mazurkiewicz trace (plus sleep-set-blocked ones), which is enough for
 //!   every final state, every deadlock and every assertion.
 //!
+//! **Spinning.** A running thread flagged as spinning (it re-reads a
+//! location nobody wrote since its previous read) is not explored as the
+//! one to continue when another thread can run: the re-read would return the
+//! same value, so the schedules it leads to only spin longer. Without this a
+//! user-code spin loop makes every unbounded search run to the step budget.
+//!
 //! **Counting as a user counts.** Raw decision sequences include library
 //! atomics (malloc's lock, the thread list, futex spins) and thread start-up.
 //! The *user interleavings* of a schedule are the orders of its user-code
@@ -557,6 +563,9 @@ struct Node {
     event: usize,
     /// Alternatives may be explored here (see [`Preempt`]).
     branchable: bool,
+    /// Options never explored: the running thread when it is spinning and
+    /// another thread can run (its re-read would see the same value).
+    banned: Vec<bool>,
 }
 
 impl Node {
@@ -1000,6 +1009,15 @@ pub fn explore(
                         c.spinning || program.sites.site(c.pending.site).is_some_and(|s| s.user)
                     }
                 };
+            let mut banned = vec![false; n_opts];
+            if value.is_none() && node_cands.len() > 1 {
+                if let Some(i) = cp
+                    .current
+                    .and_then(|t| node_cands.iter().position(|c| c.tid == t))
+                {
+                    banned[i] = node_cands[i].spinning && i != taken;
+                }
+            }
             let mut todo = vec![false; n_opts];
             match (opts.reduction, value) {
                 _ if !branchable => {}
@@ -1027,6 +1045,7 @@ pub fn explore(
                 sleep,
                 event: cp.event,
                 branchable,
+                banned,
             };
             if node.value.is_none() && node.asleep(taken) {
                 report.sleep_blocked += 1;
@@ -1135,7 +1154,8 @@ pub fn explore(
         // Backtrack to the deepest point with something left to explore.
         let mut next = None;
         while let Some(n) = nodes.last_mut() {
-            let pick = (0..n.options()).find(|&j| n.todo[j] && !n.done[j] && !n.asleep(j));
+            let pick =
+                (0..n.options()).find(|&j| n.todo[j] && !n.done[j] && !n.banned[j] && !n.asleep(j));
             if let Some(j) = pick {
                 n.done[j] = true;
                 n.taken = j;
