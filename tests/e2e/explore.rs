@@ -304,3 +304,31 @@ fn explore_dpor_agrees_with_none_on_a_spin_loop_and_proves_fixed_variants() {
     let r = explore_target("deadlock_abba.c", true, &[], &o);
     assert!(r.exhaustive(&o) && r.failing == 0, "{} failing", r.failing);
 }
+
+#[test]
+fn explore_ctrl_c_prints_the_partial_histogram() {
+    let child = heddle()
+        .args([
+            "explore",
+            "targets/race_bank.c",
+            "--reduction",
+            "dpor",
+            "--out",
+            tempdir().path().to_str().unwrap(),
+            "--",
+            "4",
+            "25",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn heddle");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("interrupted: partial results"), "{stdout}");
+    assert!(stdout.contains("outcomes:"), "{stdout}");
+    assert!(!text(&out.stderr).contains("panicked"));
+}

@@ -391,7 +391,7 @@ impl Report {
 pub const MAX_USER_INTERLEAVINGS: usize = 1_000_000;
 
 /// Largest number of linear extensions enumerated per schedule.
-const MAX_EXTENSIONS_PER_RUN: usize = 100_000;
+const MAX_EXTENSIONS_PER_RUN: usize = 20_000;
 
 /// What an event touches, for the dependency relation of DPOR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
