@@ -1,14 +1,229 @@
-//! `heddle explore`.
+//! `heddle explore`: enumerate schedules systematically, print the outcome
+//! histogram, write the first failing schedule as a replay file.
 
+use super::fuzz::replay_file;
+use super::run::{print_output, RunOpts, TargetOpts};
+use super::{EXIT_BUG, EXIT_OK};
+use crate::explore::{self, Bound, Expect, Options, Reduction, Report};
+use crate::paths;
+use crate::runtime::{Program, RaceMode};
 use anyhow::{bail, Result};
 use clap::Args;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
+/// Arguments of `heddle explore`.
 #[derive(Args, Debug)]
 pub struct ExploreArgs {
     #[command(flatten)]
-    pub target: super::run::TargetOpts,
+    pub target: TargetOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Bound: `preemptions=K`, `delays=K` or `none` (every schedule).
+    #[arg(long, default_value = "none")]
+    pub bound: String,
+    /// Partial-order reduction: `none` or `dpor` (source-DPOR).
+    #[arg(long, default_value = "none")]
+    pub reduction: String,
+    /// Stop after this many schedules.
+    #[arg(long)]
+    pub max_schedules: Option<u64>,
+    /// A global variable whose final value is part of the outcome (repeatable).
+    #[arg(long, value_name = "VAR")]
+    pub observe: Vec<String>,
+    /// The captured stdout is part of the outcome.
+    #[arg(long)]
+    pub observe_output: bool,
+    /// Invariant over final values, e.g. `x == 5` (VAR OP INT joined by &&;
+    /// `exit` is the exit code): a schedule that breaks it fails.
+    #[arg(long, value_name = "PREDICATE")]
+    pub expect: Option<String>,
+    /// Where a running thread may be preempted: `user` (at yield points in
+    /// user code; library calls run unpreempted unless they block) or `all`
+    /// (every yield point, library atomics included).
+    #[arg(long, default_value = "user")]
+    pub preempt: String,
+    /// Directory for the replay file of the first failing schedule.
+    #[arg(long, default_value = "heddle-out")]
+    pub out: PathBuf,
 }
 
-pub fn explore_cmd(_a: ExploreArgs) -> Result<i32> {
-    bail!("explore is not available yet")
+/// Set by SIGINT: the exploration stops and prints what it has.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_sig: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Runs `heddle explore`.
+pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
+    if a.run.strategy != "random" {
+        bail!("explore makes its own decisions: --strategy does not apply");
+    }
+    let bound: Bound = a.bound.parse()?;
+    let reduction: Reduction = a.reduction.parse()?;
+    if a.max_schedules == Some(0) {
+        bail!("--max-schedules must be at least 1");
+    }
+    let expect = a.expect.as_deref().map(Expect::parse).transpose()?;
+    let opts = Options {
+        bound,
+        reduction,
+        max_schedules: a.max_schedules,
+        observe: a.observe.clone(),
+        observe_output: a.observe_output,
+        expect,
+        preempt: a.preempt.parse()?,
+    };
+    if reduction == Reduction::Dpor && bound != Bound::Unbounded {
+        bail!("--reduction dpor cannot be combined with --bound");
+    }
+    let (t, program) = a.target.load()?;
+    for v in &opts.observe {
+        program.resolve_symbol(v)?;
+    }
+    let mut base = a.run.config(&a.target.args, 0)?;
+    // Race reports are not printed by explore: do not pay for them.
+    if base.races == RaceMode::Report {
+        base.races = RaceMode::Off;
+    }
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut last_draw = Instant::now();
+    let report = explore::explore(&program, &base, &opts, &INTERRUPTED, &mut |p| {
+        if tty && last_draw.elapsed().as_millis() >= 100 {
+            last_draw = Instant::now();
+            eprint!(
+                "\r{} / ~{} schedules  {} failing   ",
+                p.schedules, p.estimate, p.failing
+            );
+        }
+    })?;
+    if tty {
+        eprint!("\r{:60}\r", "");
+    }
+    print_report(&program, &opts, &report, started.elapsed().as_secs_f64());
+    let Some(f) = &report.first_failure else {
+        return Ok(EXIT_OK);
+    };
+    // Run the failing schedule again with diagnostics (stacks where threads
+    // block): decisions are the same, so is the run.
+    let cfg = crate::runtime::RunConfig {
+        forced: f.result.decisions.clone(),
+        strict: true,
+        diagnostics: true,
+        observe: f.result.observed.iter().map(|o| o.name.clone()).collect(),
+        ..base.clone()
+    };
+    let detailed = program.run(&cfg)?;
+    if detailed.decisions != f.result.decisions || detailed.divergence.is_some() {
+        bail!("internal error: the failing schedule did not repeat with diagnostics on");
+    }
+    let file = replay_file(&t, &program, &base, base.seed, &detailed);
+    let stem = t
+        .given
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "target".into());
+    let path = a.out.join(format!(
+        "{stem}-explore-{}-{}.toml",
+        detailed.verdict.kind(),
+        f.schedule
+    ));
+    paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+    println!("first failing schedule (#{}): {}", f.schedule, f.reason);
+    if !f.interleaving.is_empty() {
+        println!("  user interleaving:");
+        for (i, e) in f.interleaving.iter().enumerate() {
+            let site = program.sites.site(e.site);
+            let var = program
+                .sites
+                .symbol_at(e.addr)
+                .map(|s| s.name.clone())
+                .unwrap_or_else(|| format!("{:#x}", e.addr));
+            let value = e.value.map(|v| format!(" = {v}")).unwrap_or_default();
+            println!(
+                "  {:>4}. t{} {:<3} {var}{value:<8} {} {}",
+                i + 1,
+                e.tid,
+                e.kind.label(),
+                site.map(|s| s.where_()).unwrap_or_default(),
+                site.map(|s| s.func_name.as_str()).unwrap_or("")
+            );
+        }
+    }
+    println!("  replay: heddle replay {}", path.display());
+    if !detailed.verdict.is_pass() {
+        print_output(&detailed);
+    }
+    Ok(EXIT_BUG)
+}
+
+fn print_report(program: &Program, opts: &Options, r: &Report, secs: f64) {
+    let _ = program;
+    let what = match (opts.reduction, opts.bound) {
+        (Reduction::Dpor, _) => "reduction dpor".to_string(),
+        (Reduction::None, Bound::Unbounded) => "no bound".to_string(),
+        (Reduction::None, b) => format!("bound {b}"),
+    };
+    println!(
+        "{} schedules ({what}) in {secs:.2}s; {}{} user interleavings; longest schedule {} decisions",
+        r.schedules,
+        if r.user_capped { ">= " } else { "" },
+        r.user_interleavings,
+        r.max_decisions
+    );
+    if r.pruned > 0 {
+        println!("{} alternatives beyond the bound not explored", r.pruned);
+    }
+    if r.sleep_blocked > 0 {
+        println!("{} schedules were sleep-set blocked", r.sleep_blocked);
+    }
+    println!("outcomes:");
+    for (k, s) in &r.outcomes {
+        println!(
+            "  {:>8} interleavings {:>8} schedules  {}{}",
+            s.interleavings,
+            s.schedules,
+            k,
+            if k.failing { "  FAILS" } else { "" }
+        );
+    }
+    let status = if r.interrupted {
+        "interrupted: partial results".to_string()
+    } else if !r.complete {
+        format!(
+            "stopped at --max-schedules {}: not exhaustive",
+            opts.max_schedules.unwrap_or(0)
+        )
+    } else if r.exhaustive(opts) {
+        if r.failing == 0 {
+            format!(
+                "exhaustive: no schedule fails — a proof for this input ({} schedules{})",
+                r.schedules,
+                if opts.reduction == Reduction::Dpor {
+                    ", one per Mazurkiewicz trace"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("exhaustive: {} failing schedules", r.failing)
+        }
+    } else {
+        format!(
+            "exhaustive within bound {}: {} failing schedules (not a proof beyond the bound)",
+            opts.bound, r.failing
+        )
+    };
+    println!("{status}");
 }

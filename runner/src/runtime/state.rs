@@ -177,6 +177,9 @@ pub struct Scheduler {
     pub choice_points: Option<Vec<ChoicePoint>>,
     /// The strategy decides on the run's state ([`Strategy::observes_run`]).
     pub observes: bool,
+    /// Events recorded so far in the run (kept by [`RunState`] for
+    /// [`ChoicePoint::event`]).
+    pub events_recorded: usize,
 }
 
 /// The read-only view of a run given to strategies that observe it.
@@ -227,6 +230,10 @@ pub struct ChoicePoint {
     pub current: Option<Tid>,
     /// The enabled threads of a thread decision (empty for a value decision).
     pub candidates: Vec<Candidate>,
+    /// Events recorded before this decision: with `record_events`, the event
+    /// a thread decision chose is `RunResult::events[event]` (explorers map
+    /// decisions to the events they ordered).
+    pub event: usize,
 }
 
 impl Scheduler {
@@ -241,6 +248,7 @@ impl Scheduler {
             decisions: Vec::new(),
             thread_decisions: 0,
             choice_points: None,
+            events_recorded: 0,
         }
     }
 
@@ -313,6 +321,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: current.filter(|t| cands.iter().any(|c| c.tid == *t)),
                 candidates: cands.to_vec(),
+                event: self.events_recorded,
             });
         }
         let c = cands[pick];
@@ -353,6 +362,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: Some(tid),
                 candidates: Vec::new(),
+                event: self.events_recorded,
             });
         }
         self.decisions.push(Decision::Value {
@@ -793,6 +803,7 @@ impl RunState {
             return Ok(false);
         }
         let cands = self.candidates();
+        self.sched.events_recorded = self.events.len();
         let view = View {
             memory: &self.memory,
             threads: &self.threads,
@@ -840,6 +851,7 @@ impl RunState {
                 self.ready[0]
             } else {
                 let cands = self.candidates();
+                self.sched.events_recorded = self.events.len();
                 let view = View {
                     memory: &self.memory,
                     threads: &self.threads,
@@ -903,6 +915,7 @@ impl RunState {
         for i in 0..k {
             let remaining = total - i;
             let index = if k - i < remaining {
+                self.sched.events_recorded = self.events.len();
                 match self.sched.pick_value(tid, site, remaining) {
                     Ok(v) => v as usize,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1325,6 +1338,7 @@ impl RunState {
         if n <= 1 {
             return Ok(0);
         }
+        self.sched.events_recorded = self.events.len();
         match self.sched.pick_value(tid, site, n) {
             Ok(v) => Ok(v),
             Err(d) => Err(self.end(Outcome::Diverged(d))),
