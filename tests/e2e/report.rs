@@ -491,6 +491,52 @@ fn report_json_output_validates_against_the_schema() {
     ]);
     let r = assert_valid(&text(&o.stdout));
     assert!(!r["races"].as_array().unwrap().is_empty(), "{r}");
+
+    // explore and plan speak the same schema.
+    let o = heddle_out(&[
+        "explore",
+        "targets/race_bank.c",
+        "--bound",
+        "preemptions=1",
+        "--out",
+        out,
+        "--format",
+        "json",
+        "--",
+        "2",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let r = assert_valid(&text(&o.stdout));
+    assert_eq!(r["command"], "explore");
+    assert_eq!(r["verdict"]["kind"], "assertion");
+    assert!(r["statistics"]["runs"].as_u64().unwrap() > 1, "{r}");
+    let replay = r["replay"].as_str().unwrap().to_string();
+    let o = heddle_out(&["replay", &replay]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+
+    let xml = dir.path().join("plan.xml");
+    let o = heddle_out(&[
+        "plan",
+        "plans/codeblock.toml",
+        "targets/codeblock.cpp",
+        "--runs",
+        "2",
+        "--out",
+        out,
+        "--format",
+        "json",
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let r = assert_valid(&text(&o.stdout));
+    assert_eq!(r["command"], "plan");
+    assert_eq!(r["result"], "fail");
+    assert_eq!(r["statistics"]["runs"], 2);
+    let junit = std::fs::read_to_string(&xml).unwrap();
+    assert!(junit.contains("classname=\"heddle.plan\""), "{junit}");
+    assert!(junit.contains("<failure "), "{junit}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::runtime::{Program, RaceMode};
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -48,6 +48,43 @@ pub struct ExploreArgs {
     /// Directory for the replay file of the first failing schedule.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
+    /// `json`: print one JSON document (docs/report-schema.json) on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
+}
+
+/// The `--format json` document of an exploration.
+fn json_doc(
+    a: &ExploreArgs,
+    report: &explore::Report,
+    failure: Option<(&crate::runtime::RunResult, &Path)>,
+    secs: f64,
+) -> crate::report::json::Document {
+    use crate::report::json::{Document, FailureDoc, Statistics, VerdictDoc};
+    let strategy = format!("explore:bound={},reduction={}", a.bound, a.reduction);
+    let mut doc = Document::new("explore", &a.target.target.display().to_string(), &strategy);
+    if let Some((r, path)) = failure {
+        let verdict = VerdictDoc::of(&r.verdict);
+        doc.result = "fail";
+        doc.verdict = Some(verdict.clone());
+        doc.seed = Some(0);
+        doc.replay = Some(path.display().to_string());
+        doc.failures.push(FailureDoc {
+            seed: 0,
+            verdict,
+            replay: Some(path.display().to_string()),
+            report: None,
+            replay_command: Some(format!("heddle replay {}", path.display())),
+        });
+    }
+    doc.statistics = Statistics {
+        runs: report.schedules,
+        failing: report.failing,
+        elapsed_seconds: secs,
+        runs_per_second: report.schedules as f64 / secs.max(1e-9),
+        ..Statistics::default()
+    };
+    doc
 }
 
 /// Set by SIGINT: the exploration stops and prints what it has.
@@ -59,6 +96,8 @@ extern "C" fn on_sigint(_sig: libc::c_int) {
 
 /// Runs `heddle explore`.
 pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
+    let json = a.format == crate::report::json::Format::Json;
+    let guard = crate::report::json::TextToStderr::start(json);
     if a.run.strategy != "random" {
         bail!("explore makes its own decisions: --strategy does not apply");
     }
@@ -112,7 +151,11 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         eprint!("\r{:60}\r", "");
     }
     print_report(&program, &opts, &report, started.elapsed().as_secs_f64());
+    let secs = started.elapsed().as_secs_f64();
     let Some(f) = &report.first_failure else {
+        if json {
+            crate::report::json::emit(guard, &json_doc(&a, &report, None, secs));
+        }
         return Ok(EXIT_OK);
     };
     // Run the failing schedule again with diagnostics (stacks where threads
@@ -164,6 +207,10 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     println!("  replay: heddle replay {}", path.display());
     if !detailed.verdict.is_pass() {
         print_output(&detailed);
+    }
+    if json {
+        let doc = json_doc(&a, &report, Some((&detailed, &path)), secs);
+        crate::report::json::emit(guard, &doc);
     }
     Ok(EXIT_BUG)
 }

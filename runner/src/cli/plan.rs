@@ -45,6 +45,12 @@ pub struct PlanArgs {
     /// Directory for the replay file of the first triggering run.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
+    /// `json`: print one JSON document (docs/report-schema.json) on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
+    /// Write (or merge into) a JUnit XML file: one test case for the plan.
+    #[arg(long, value_name = "OUT.xml")]
+    pub junit: Option<PathBuf>,
     /// Extra compiler flag for a source target (repeatable).
     #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
     pub cflags: Vec<String>,
@@ -242,6 +248,9 @@ fn stall_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
 
 /// `heddle plan`: runs a plan `--runs` times and reports per run and in total.
 pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
+    let started = std::time::Instant::now();
+    let json = a.format == crate::report::json::Format::Json;
+    let guard = crate::report::json::TextToStderr::start(json);
     let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
     let file = plan::load_file(&plan_path)?;
     if a.run.strategy != "random" {
@@ -393,36 +402,115 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         "engaged (κS = {n}, κΦ = ∅) in {engaged} of {} runs",
         runs.len()
     );
-    Ok(match a.expect {
+    let (code, failure) = expectation(&a, &runs, n, triggered.is_some(), count(Ending::Normal));
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &a.junit {
+        let name = format!(
+            "{} on {}",
+            plan_path.file_stem().unwrap_or_default().to_string_lossy(),
+            target_path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+        );
+        let failure = failure.map(|why| {
+            let mut text = why.clone();
+            if let Some(r) = triggered {
+                text.push_str(&format!(
+                    "\nseed {}: {}",
+                    r.seed,
+                    r.result.verdict.summary()
+                ));
+                if let Some(p) = &r.replay {
+                    text.push_str(&format!("\nreplay: heddle replay {}", p.display()));
+                }
+            }
+            (why, text)
+        });
+        crate::report::junit::write(
+            path,
+            &crate::report::junit::Case {
+                name,
+                classname: "heddle.plan".into(),
+                time: secs,
+                failure,
+            },
+        )?;
+    }
+    if json {
+        use crate::report::json::{Document, FailureDoc, Statistics, VerdictDoc};
+        let mut doc = Document::new(
+            "plan",
+            &target_path.display().to_string(),
+            &format!("plan:{}", plan_path.display()),
+        );
+        doc.result = if code == EXIT_OK { "pass" } else { "fail" };
+        if let Some(r) = triggered {
+            let verdict = VerdictDoc::of(&r.result.verdict);
+            let replay = r.replay.as_ref().map(|p| p.display().to_string());
+            doc.verdict = Some(verdict.clone());
+            doc.seed = Some(r.seed);
+            doc.replay = replay.clone();
+            doc.failures.push(FailureDoc {
+                seed: r.seed,
+                verdict,
+                replay_command: replay.as_ref().map(|p| format!("heddle replay {p}")),
+                replay,
+                report: None,
+            });
+        }
+        doc.statistics = Statistics {
+            runs: runs.len() as u64,
+            failing: runs.iter().filter(|r| !r.result.verdict.is_pass()).count() as u64,
+            elapsed_seconds: secs,
+            runs_per_second: runs.len() as f64 / secs.max(1e-9),
+            ..Statistics::default()
+        };
+        crate::report::json::emit(guard, &doc);
+    }
+    Ok(code)
+}
+
+/// The exit code of `heddle plan`, and why it is not success (for JUnit);
+/// prints whether `--expect` was met.
+fn expectation(
+    a: &PlanArgs,
+    runs: &[PlanRun],
+    n: usize,
+    triggered: bool,
+    normal: usize,
+) -> (i32, Option<String>) {
+    let bug = |why: &str| (EXIT_BUG, Some(why.to_string()));
+    match a.expect {
         None => {
-            if triggered.is_some() {
-                EXIT_BUG
+            if triggered {
+                bug("the plan triggered a failure")
             } else {
-                EXIT_OK
+                (EXIT_OK, None)
             }
         }
         Some(Expect::Triggered) => {
-            if triggered.is_some() {
+            if triggered {
                 println!("expectation met: the plan triggered the bug");
-                EXIT_OK
+                (EXIT_OK, None)
             } else {
                 println!("expectation failed: no run triggered the bug");
-                EXIT_BUG
+                bug("expectation failed: no run triggered the bug")
             }
         }
         Some(Expect::Normal) => {
-            if count(Ending::Normal) != runs.len() {
+            if normal != runs.len() {
                 println!("expectation failed: not every run ended normally");
-                EXIT_BUG
+                bug("expectation failed: not every run ended normally")
             } else if runs.iter().all(|r| r.progress.satisfied < n) {
                 println!("expectation failed: every run ended normally, but none followed the whole plan (the test would be vacuous)");
-                EXIT_BUG
+                bug("expectation failed: no run followed the whole plan")
             } else {
                 println!("expectation met: every run ended normally");
-                EXIT_OK
+                (EXIT_OK, None)
             }
         }
-    })
+    }
 }
 
 /// Writes the replay file of a triggering run (re-run with diagnostics on,
