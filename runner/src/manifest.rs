@@ -48,6 +48,11 @@ pub struct Entry {
     /// reproduce their recorded verdict: regression tests.
     #[serde(default)]
     pub replays: Vec<String>,
+    /// Schedule plans (relative to the manifest's directory) to run as
+    /// regression tests: each must trigger the bug on the buggy build and
+    /// trigger nothing on the fixed build.
+    #[serde(default)]
+    pub plans: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -90,6 +95,15 @@ impl Manifest {
                 if !dir.join(r).exists() {
                     bail!(
                         "{}: target `{}` names a missing replay file {r}",
+                        path.display(),
+                        t.name
+                    );
+                }
+            }
+            for r in &t.plans {
+                if !dir.join(r).exists() {
+                    bail!(
+                        "{}: target `{}` names a missing plan file {r}",
                         path.display(),
                         t.name
                     );

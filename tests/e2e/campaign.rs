@@ -409,7 +409,20 @@ fn heddle_test_runs_the_bundled_targets_like_a_test_suite() {
             .unwrap_or_else(|| panic!("{}: {stdout}", e.name));
         assert!(buggy.contains(&e.buggy), "{buggy}");
     }
-    let checks = 2 * m.targets.len();
+    // Buggy and fixed builds, and each plan on both builds.
+    let plans: usize = m.targets.iter().map(|e| 2 * e.plans.len()).sum();
+    assert!(plans >= 8, "the bundled plans are regression tests");
+    for e in m.targets.iter().filter(|e| !e.plans.is_empty()) {
+        assert!(
+            stdout.lines().any(|l| l.starts_with("ok")
+                && l.contains(" plan:")
+                && l.contains("(fixed)")
+                && l.contains(&format!(" {} ", e.name))),
+            "{}: {stdout}",
+            e.name
+        );
+    }
+    let checks = 2 * m.targets.len() + plans;
     assert!(
         stdout.contains(&format!("{checks} checks: {checks} ok, 0 unexpected")),
         "{stdout}"

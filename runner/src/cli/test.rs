@@ -125,6 +125,17 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
             print_check(&c);
             checks.push(c);
         }
+        for plan in &e.plans {
+            let mut variants = vec![false];
+            if !e.fixed.is_empty() {
+                variants.push(true);
+            }
+            for fixed in variants {
+                let c = plan_check(&m, e, plan, fixed, &a.out)?;
+                print_check(&c);
+                checks.push(c);
+            }
+        }
     }
     let bad = checks.iter().filter(|c| !c.ok).count();
     let secs = started.elapsed().as_secs_f64();
@@ -240,6 +251,88 @@ fn run_check(
         replay: first
             .filter(|f| !f.replay.is_empty())
             .map(|f| dir.join(&f.replay).display().to_string()),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs of each plan check.
+const PLAN_RUNS: u64 = 5;
+
+/// A plan named by the project, run by `heddle plan` in a child process
+/// (its report goes to a log file): on the buggy build it must trigger the
+/// bug (`--expect triggered`), on the fixed build no run may trigger it
+/// (the fix may make the plan's order impossible, so following it is not
+/// required there).
+fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> Result<Check> {
+    let started = Instant::now();
+    let expect = if fixed { "no failure" } else { "triggered" };
+    let stem = Path::new(plan)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan".into());
+    let dir = out.join(format!(
+        "{}-plan-{stem}-{}",
+        e.name,
+        if fixed { "fixed" } else { "buggy" }
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let exe = std::env::current_exe().context("cannot find the heddle executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("plan")
+        .arg(m.dir.join(plan))
+        .arg(m.source(e))
+        .args(["--runs", &PLAN_RUNS.to_string(), "--out"])
+        .arg(&dir);
+    if !fixed {
+        cmd.args(["--expect", "triggered"]);
+    }
+    for f in &e.cflags {
+        cmd.arg(format!("--cflag={f}"));
+    }
+    if fixed {
+        cmd.arg("--fixed");
+    }
+    if !e.args.is_empty() {
+        cmd.arg("--").args(&e.args);
+    }
+    let o = cmd.output().context("cannot run heddle plan")?;
+    let log = dir.join("plan.log");
+    let mut text = o.stdout.clone();
+    text.extend_from_slice(&o.stderr);
+    crate::paths::write_atomic(&log, &text)?;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let code = o.status.code().unwrap_or(-1);
+    let detail = match code {
+        0 | 1 => stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("expectation ") || l.contains(" runs: "))
+            .unwrap_or("no summary line")
+            .to_string(),
+        _ => format!(
+            "cannot run the plan: {}",
+            stderr.lines().next().unwrap_or("heddle plan failed")
+        ),
+    };
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .map(str::to_string);
+    Ok(Check {
+        target: e.name.clone(),
+        check: format!("plan:{plan}{}", if fixed { " (fixed)" } else { "" }),
+        expected: expect.into(),
+        got: match code {
+            0 => expect.into(),
+            1 => format!("not {expect}"),
+            _ => "error".into(),
+        },
+        ok: code == 0,
+        runs: PLAN_RUNS,
+        seed: None,
+        detail: format!("{detail} (log: {})", log.display()),
+        replay,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
