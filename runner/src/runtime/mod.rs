@@ -244,7 +244,11 @@ fn new_engine() -> Result<Engine> {
         .max_memories_per_module(0)
         .table_elements(1 << 16)
         .max_core_instance_size(1 << 20)
-        .async_stack_keep_resident(64 << 10);
+        .async_stack_keep_resident(64 << 10)
+        // Reset tables with memset, not madvise: madvise takes the process's
+        // mmap lock and flushes other cores' TLBs, which serialises the
+        // workers of a campaign.
+        .table_keep_resident(1 << 20);
     c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
 }
