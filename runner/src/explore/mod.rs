@@ -46,6 +46,7 @@ use crate::instrument::SiteId;
 use crate::model::{EventKind, Pending, Tid};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::{Candidate, Choice, Strategy};
+use crate::text::Cmp;
 use crate::trace::{Decision, Event};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -113,17 +114,6 @@ impl std::str::FromStr for Reduction {
     }
 }
 
-/// A comparison in an `--expect` predicate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
 /// An invariant every schedule must satisfy: comparisons of final global
 /// values (or `exit`, the exit code) with integers, joined by `&&`,
 /// e.g. `x == 5` or `x >= 2 && exit == 0`.
@@ -139,20 +129,10 @@ impl Expect {
         let mut clauses = Vec::new();
         for part in text.split("&&") {
             let part = part.trim();
-            let ops = [
-                ("==", Cmp::Eq),
-                ("!=", Cmp::Ne),
-                ("<=", Cmp::Le),
-                (">=", Cmp::Ge),
-                ("<", Cmp::Lt),
-                (">", Cmp::Gt),
-            ];
-            let Some((name, op, value)) = ops.iter().find_map(|(tok, op)| {
-                part.split_once(tok)
-                    .map(|(a, b)| (a.trim().to_string(), *op, b.trim().to_string()))
-            }) else {
+            let Some((name, op, value)) = crate::text::split_comparison(part) else {
                 bail!("bad --expect `{text}`: `{part}` is not VAR OP INTEGER (OP is ==, !=, <, <=, >, >=)");
             };
+            let name = name.to_string();
             let ok_name = !name.is_empty()
                 && name
                     .chars()
@@ -160,9 +140,7 @@ impl Expect {
             if !ok_name {
                 bail!("bad --expect `{text}`: `{name}` is not a variable name");
             }
-            let value: i64 = value
-                .parse()
-                .ok()
+            let value = crate::text::parse_int(value)
                 .with_context(|| format!("bad --expect `{text}`: `{value}` is not an integer"))?;
             clauses.push((name, op, value));
         }
@@ -197,14 +175,7 @@ impl Expect {
                     .and_then(|o| o.value)
             };
             let Some(got) = got else { return false };
-            match op {
-                Cmp::Eq => got == *want,
-                Cmp::Ne => got != *want,
-                Cmp::Lt => got < *want,
-                Cmp::Le => got <= *want,
-                Cmp::Gt => got > *want,
-                Cmp::Ge => got >= *want,
-            }
+            op.holds(got, *want)
         })
     }
 }

@@ -117,34 +117,7 @@ pub enum ThreadMatch {
 }
 
 /// A comparison operator of a predicate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-}
-
-impl Op {
-    fn holds(self, a: i64, b: i64) -> bool {
-        match self {
-            Op::Eq => a == b,
-            Op::Ne => a != b,
-            Op::Lt => a < b,
-            Op::Le => a <= b,
-            Op::Gt => a > b,
-            Op::Ge => a >= b,
-        }
-    }
-}
+pub use crate::text::Cmp as Op;
 
 /// `var OP value` on guest memory, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -730,31 +703,19 @@ pub fn resolve_var(v: &str, sites: &SiteTable) -> Result<(u32, u32)> {
 
 /// Parses `var OP value`.
 pub fn parse_predicate(text: &str, sites: &SiteTable) -> Result<Predicate> {
-    let ops = [
-        ("==", Op::Eq),
-        ("!=", Op::Ne),
-        ("<=", Op::Le),
-        (">=", Op::Ge),
-        ("<", Op::Lt),
-        (">", Op::Gt),
-    ];
-    let (pos, sym, op) = ops
-        .iter()
-        .filter_map(|(s, o)| text.find(s).map(|p| (p, *s, *o)))
-        .min_by_key(|(p, s, _)| (*p, usize::MAX - s.len()))
-        .ok_or_else(|| {
-            anyhow!("bad state constraint `{text}` (expected `var OP value`, OP one of == != < <= > >=)")
-        })?;
-    let var = text[..pos].trim();
-    let val = text[pos + sym.len()..].trim();
+    let (var, op, val) = crate::text::split_comparison(text).ok_or_else(|| {
+        anyhow!(
+            "bad state constraint `{text}` (expected `var OP value`, OP one of == != < <= > >=)"
+        )
+    })?;
     if var.is_empty() {
-        bail!("bad state constraint `{text}`: no variable before `{sym}`");
+        bail!("bad state constraint `{text}`: no variable before the operator");
     }
     let (addr, size) = resolve_var(var, sites).with_context(|| format!("in `{text}`"))?;
     if !(1..=8).contains(&size) {
         bail!("bad state constraint `{text}`: `{var}` is {size} bytes; predicates compare integers of 1 to 8 bytes");
     }
-    let value = parse_value(val)
+    let value = crate::text::parse_int(val)
         .ok_or_else(|| anyhow!("bad state constraint `{text}`: `{val}` is not an integer"))?;
     Ok(Predicate {
         text: text.trim().to_string(),
@@ -765,32 +726,12 @@ pub fn parse_predicate(text: &str, sites: &SiteTable) -> Result<Predicate> {
     })
 }
 
-fn parse_value(v: &str) -> Option<i64> {
-    match v {
-        "true" => return Some(1),
-        "false" => return Some(0),
-        _ => {}
-    }
-    let (neg, digits) = match v.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, v),
-    };
-    let n = match digits.strip_prefix("0x") {
-        Some(h) => i64::from_str_radix(h, 16).ok()?,
-        None => digits.parse::<i64>().ok()?,
-    };
-    Some(if neg { -n } else { n })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_values_and_rejects_bad_files() {
-        assert_eq!(parse_value("-0x10"), Some(-16));
-        assert_eq!(parse_value("true"), Some(1));
-        assert_eq!(parse_value("x"), None);
         assert!(parse_file("").is_err());
         let e = parse_file("[[order]]\nthred = 1\n")
             .unwrap_err()
