@@ -672,25 +672,12 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
         r.decisions.len()
     );
     if json {
-        use crate::report::json::{Document, RaceDoc, Statistics};
-        let mut doc = Document::new("replay", &rp.file.module.source, &rp.file.run.strategy);
-        doc.result = if r.verdict.is_pass() { "pass" } else { "fail" };
-        doc.verdict = Some(VerdictDoc::of(&r.verdict));
-        doc.seed = Some(rp.file.run.seed);
+        let seed = rp.file.run.seed;
+        let mut doc =
+            crate::report::json::Document::of_run("replay", &rp.file.module.source, seed, &r);
+        // The strategy as recorded (the run itself replays with `replay`).
+        doc.strategy = rp.file.run.strategy.clone();
         doc.replay = Some(a.file.display().to_string());
-        doc.races = r
-            .races
-            .iter()
-            .map(|x| RaceDoc::of(rp.file.run.seed, x))
-            .collect();
-        doc.statistics = Statistics {
-            runs: 1,
-            failing: u64::from(!r.verdict.is_pass()),
-            steps: Some(r.steps),
-            decisions: Some(r.decisions.len() as u64),
-            preemptions: Some(r.preemptions),
-            ..Statistics::default()
-        };
         crate::report::json::emit(guard, &doc);
     }
     Ok(if r.verdict.is_pass() {

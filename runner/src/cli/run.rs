@@ -226,20 +226,8 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
         print_output(&r);
     }
     if json {
-        use crate::report::json::{Document, RaceDoc, Statistics, VerdictDoc};
-        let mut doc = Document::new("run", &a.target.target.display().to_string(), &r.strategy);
-        doc.result = if r.verdict.is_pass() { "pass" } else { "fail" };
-        doc.verdict = Some(VerdictDoc::of(&r.verdict));
-        doc.seed = Some(a.seed);
-        doc.races = r.races.iter().map(|x| RaceDoc::of(a.seed, x)).collect();
-        doc.statistics = Statistics {
-            runs: 1,
-            failing: u64::from(!r.verdict.is_pass()),
-            steps: Some(r.steps),
-            decisions: Some(r.decisions.len() as u64),
-            preemptions: Some(r.preemptions),
-            ..Statistics::default()
-        };
+        let target = a.target.target.display().to_string();
+        let doc = crate::report::json::Document::of_run("run", &target, a.seed, &r);
         crate::report::json::emit(guard, &doc);
     }
     Ok(if r.verdict.is_pass() {

@@ -184,6 +184,31 @@ impl Document {
         }
     }
 
+    /// The document of one run (`run`, `replay`): its verdict, seed, races
+    /// and counts.
+    pub fn of_run(
+        command: &str,
+        target: &str,
+        seed: u64,
+        r: &crate::runtime::RunResult,
+    ) -> Document {
+        let mut doc = Document::new(command, target, &r.strategy);
+        let pass = r.verdict.is_pass();
+        doc.result = if pass { "pass" } else { "fail" };
+        doc.verdict = Some(VerdictDoc::of(&r.verdict));
+        doc.seed = Some(seed);
+        doc.races = r.races.iter().map(|x| RaceDoc::of(seed, x)).collect();
+        doc.statistics = Statistics {
+            runs: 1,
+            failing: u64::from(!pass),
+            steps: Some(r.steps),
+            decisions: Some(r.decisions.len() as u64),
+            preemptions: Some(r.preemptions),
+            ..Statistics::default()
+        };
+        doc
+    }
+
     /// Pretty JSON text.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into())
