@@ -146,7 +146,7 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         checks.len() - bad
     );
     if let Some(p) = &a.junit {
-        crate::paths::write_atomic(p, junit(&checks, secs).as_bytes())?;
+        crate::report::junit::write_all(p, &junit_cases(&checks))?;
     }
     if let Some(p) = &a.json {
         let doc = serde_json::json!({
@@ -390,45 +390,21 @@ fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
     c
 }
 
-fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-/// The checks as a JUnit XML document.
-fn junit(checks: &[Check], secs: f64) -> String {
-    let failures = checks.iter().filter(|c| !c.ok).count();
-    let mut x = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"heddle\" tests=\"{}\" failures=\"{failures}\" time=\"{secs:.3}\">\n",
-        checks.len()
-    );
-    for c in checks {
-        x.push_str(&format!(
-            "    <testcase classname=\"heddle.{}\" name=\"{}\" time=\"{:.3}\"",
-            xml_escape(&c.target),
-            xml_escape(&c.check),
-            c.seconds
-        ));
-        if c.ok {
-            x.push_str("/>\n");
-        } else {
-            x.push_str(&format!(
-                ">\n      <failure message=\"{}\"/>\n    </testcase>\n",
-                xml_escape(&c.detail)
-            ));
-        }
-    }
-    x.push_str("  </testsuite>\n</testsuites>\n");
-    x
+/// The checks as JUnit test cases: one per check, named by target and check.
+fn junit_cases(checks: &[Check]) -> Vec<crate::report::junit::Case> {
+    checks
+        .iter()
+        .map(|c| crate::report::junit::Case {
+            name: format!("{} {}", c.target, c.check),
+            classname: format!("heddle.test.{}", c.target),
+            time: c.seconds,
+            failure: (!c.ok).then(|| {
+                let mut text = format!("expected {}, got {}: {}", c.expected, c.got, c.detail);
+                if let Some(r) = &c.replay {
+                    text.push_str(&format!("\nreplay: heddle replay {r}"));
+                }
+                (c.detail.clone(), text)
+            }),
+        })
+        .collect()
 }

@@ -96,6 +96,15 @@ pub fn write(path: &Path, case: &Case) -> Result<()> {
         .with_context(|| format!("{}: cannot write", path.display()))
 }
 
+/// Writes `cases` as a new file at `path` (in the order given), replacing
+/// whatever was there: for a command that reports many cases at once
+/// (`heddle test`).
+pub fn write_all(path: &Path, cases: &[Case]) -> Result<()> {
+    let lines: Vec<String> = cases.iter().map(Case::line).collect();
+    crate::paths::write_atomic(path, document(&lines).as_bytes())
+        .with_context(|| format!("{}: cannot write", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
