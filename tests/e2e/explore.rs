@@ -323,11 +323,18 @@ fn explore_ctrl_c_prints_the_partial_histogram() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn heddle");
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Interrupt once the search has started (it says so when Ctrl-C is
+    // handled), not after a guessed delay.
+    let mut child = child;
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut first).unwrap();
+    assert!(first.starts_with("exploring "), "{first}");
     // SAFETY: signalling a child process this test started.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let mut stdout = first;
+    std::io::Read::read_to_string(&mut reader, &mut stdout).unwrap();
     let out = child.wait_with_output().expect("wait");
-    let stdout = text(&out.stdout);
     assert!(stdout.contains("interrupted: partial results"), "{stdout}");
     assert!(stdout.contains("outcomes:"), "{stdout}");
     assert!(!text(&out.stderr).contains("panicked"));

@@ -135,6 +135,15 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
             on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
+    // Said once Ctrl-C is handled: from here on it stops the search with
+    // partial results instead of killing the process.
+    println!(
+        "exploring {}: bound {}, reduction {} (Ctrl-C prints partial results)",
+        t.given.display(),
+        a.bound,
+        a.reduction
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut last_draw = Instant::now();
