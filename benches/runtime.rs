@@ -44,13 +44,15 @@ fn per_run(p: &Program, c: &RunConfig, iters: u64) -> f64 {
     start.elapsed().as_secs_f64() / iters as f64
 }
 
-fn runs(c: &mut Criterion) {
-    let p = program("targets/race_bank.c", Granularity::All);
-    let base = cfg(&["2", "2"], "random");
+/// Whole runs over successive seeds: a criterion group, then runs/s/core
+/// over `iters` seeds printed as `label`.
+fn whole_runs(c: &mut Criterion, source: &str, args: &[&str], name: &str, label: &str, iters: u64) {
+    let p = program(source, Granularity::All);
+    let base = cfg(args, "random");
     let mut seed = 0u64;
     let mut g = c.benchmark_group("run");
     g.measurement_time(Duration::from_secs(5));
-    g.bench_function("race_bank_2x2_random", |b| {
+    g.bench_function(name, |b| {
         b.iter(|| {
             seed += 1;
             p.run(&RunConfig {
@@ -61,11 +63,22 @@ fn runs(c: &mut Criterion) {
         })
     });
     g.finish();
-    let t = per_run(&p, &base, 2000);
+    let t = per_run(&p, &base, iters);
     eprintln!(
-        "race_bank 2x2: {:.0} runs/s/core ({:.1} µs per run)",
+        "{label}: {:.0} runs/s/core ({:.1} µs per run)",
         1.0 / t,
         t * 1e6
+    );
+}
+
+fn runs(c: &mut Criterion) {
+    whole_runs(
+        c,
+        "targets/race_bank.c",
+        &["2", "2"],
+        "race_bank_2x2_random",
+        "race_bank 2x2",
+        2000,
     );
 }
 
@@ -161,27 +174,13 @@ fn races(c: &mut Criterion) {
 }
 
 fn condvar16(c: &mut Criterion) {
-    let p = program("benches/programs/condvar_ring.c", Granularity::All);
-    let base = cfg(&["16", "2"], "random");
-    let mut seed = 0u64;
-    let mut g = c.benchmark_group("run");
-    g.measurement_time(Duration::from_secs(5));
-    g.bench_function("condvar_ring_16x2_random", |b| {
-        b.iter(|| {
-            seed += 1;
-            p.run(&RunConfig {
-                seed,
-                ..base.clone()
-            })
-            .unwrap()
-        })
-    });
-    g.finish();
-    let t = per_run(&p, &base, 200);
-    eprintln!(
-        "condvar_ring 16 threads: {:.0} runs/s/core ({:.1} µs per run)",
-        1.0 / t,
-        t * 1e6
+    whole_runs(
+        c,
+        "benches/programs/condvar_ring.c",
+        &["16", "2"],
+        "condvar_ring_16x2_random",
+        "condvar_ring 16 threads",
+        200,
     );
 }
 
