@@ -296,14 +296,7 @@ pub fn compare(a: &CompareArgs) -> Result<Vec<Row>> {
     if entries.is_empty() {
         bail!("{}: no targets to compare", a.targets.display());
     }
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
+    let jobs = super::jobs(a.jobs);
     // Build every target (the compiler cache makes repeats cheap).
     let programs: Vec<Program> = entries
         .iter()

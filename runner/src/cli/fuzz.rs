@@ -72,13 +72,7 @@ pub struct CampaignOpts {
 impl CampaignOpts {
     /// The worker count: --jobs, else every core.
     pub fn jobs(&self) -> usize {
-        self.jobs
-            .unwrap_or_else(|| {
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            })
-            .max(1)
+        super::jobs(self.jobs)
     }
 
     /// Driver options.

@@ -17,6 +17,17 @@ mod toolchain;
 
 pub use instrument::InstrumentOpts;
 
+/// The worker count of a parallel command: `--jobs`, else every core.
+pub fn jobs(requested: Option<usize>) -> usize {
+    requested
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1)
+}
+
 /// Exit code: no bug found.
 pub const EXIT_OK: i32 = 0;
 /// Exit code: a bug was found, or an expectation failed.

@@ -89,14 +89,7 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
     if a.seeds == Some(0) || a.fixed_seeds == Some(0) {
         bail!("--seeds and --fixed-seeds must be at least 1");
     }
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
+    let jobs = super::jobs(a.jobs);
     let started = Instant::now();
     let mut checks = Vec::new();
     let entries: Vec<&Entry> = m
