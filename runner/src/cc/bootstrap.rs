@@ -3,7 +3,7 @@
 //! Debian flavour, step by step (each idempotent, each skipped when its result
 //! is already present):
 //!
-//! 1. apt packages `clang-19 lld-19 libclang-rt-19-dev-wasm32
+//! 1. apt packages `clang-19 llvm-19 lld-19 libclang-rt-19-dev-wasm32
 //!    libc++-19-dev-wasm32 libc++abi-19-dev-wasm32` (as root, or via
 //!    `sudo -n`);
 //! 2. `rustup target add wasm32-wasip1-threads`, whose `self-contained/`
@@ -32,6 +32,7 @@ use std::process::Command;
 const LLVM: &str = "/usr/lib/llvm-19";
 const APT_PACKAGES: &[&str] = &[
     "clang-19",
+    "llvm-19",
     "lld-19",
     "libclang-rt-19-dev-wasm32",
     "libc++-19-dev-wasm32",
@@ -315,7 +316,8 @@ pub fn install_debian(verbose: bool) -> Result<()> {
 
 fn apt_package_present(pkg: &str) -> bool {
     match pkg {
-        "clang-19" => llvm("bin/clang").exists() && llvm("bin/llvm-ar").exists(),
+        "clang-19" => llvm("bin/clang").exists(),
+        "llvm-19" => llvm("bin/llvm-ar").exists(),
         "lld-19" => llvm("bin/wasm-ld").exists(),
         "libclang-rt-19-dev-wasm32" => builtins_archive().exists(),
         "libc++-19-dev-wasm32" => libcxx_lib("libc++.a").exists() && libcxx_headers().exists(),
