@@ -574,3 +574,99 @@ fn a_thousand_guest_threads_run_in_one_run() {
     let b = run(&p, &cfg);
     assert_eq!(a.decisions, b.decisions);
 }
+
+/// The fast path (the guest skips yield points the host has nothing to do
+/// at) changes nothing a run reports: with the memory checker and race
+/// detection off, a run that records its events (every yield point seen by
+/// the host) and one that does not (yield points skipped while one thread
+/// runs alone) agree on verdict, decisions, steps, switches, output and
+/// labels, on every bundled target, for traps, hangs and timers too.
+#[test]
+fn the_fast_path_changes_nothing() {
+    use heddle::instrument::Config;
+    use heddle::runtime::RaceMode;
+    let m = manifest();
+    let mut jobs: Vec<(String, Vec<String>, bool, &str, u64)> = Vec::new();
+    for e in &m.targets {
+        let seeds = if e.name == "race_bank_4x25" { 5 } else { 40 };
+        for fixed in [false, true] {
+            for s in STRATEGIES {
+                jobs.push((e.source.clone(), e.args.clone(), fixed, s, seeds));
+            }
+        }
+    }
+    // A trap, a hang and a failure chosen per seed, with a small step
+    // budget (the window must end exactly where the budget does).
+    jobs.push((
+        "../tests/programs/core_trap_or_hang.c".into(),
+        Vec::new(),
+        false,
+        "random",
+        60,
+    ));
+    jobs.push((
+        "../benches/programs/yield_loop.c".into(),
+        vec!["8000".into()],
+        false,
+        "random",
+        1,
+    ));
+    let results = par_map(&jobs, |(source, args, fixed, strategy, seeds)| {
+        let bytes = match source.strip_prefix("../") {
+            Some(path) => std::fs::read(build(path, &[])).unwrap(),
+            None => target_module(source, *fixed),
+        };
+        let p = Program::new(
+            &bytes,
+            &Config {
+                memcheck: Some(false),
+                ..Config::default()
+            },
+        )
+        .expect("program");
+        let base = calibrated(
+            &p,
+            RunConfig {
+                args: args.clone(),
+                strategy: strategy.to_string(),
+                races: RaceMode::Off,
+                max_steps: 20_000,
+                ..RunConfig::default()
+            },
+        );
+        let mut skipped = 0;
+        for seed in 0..*seeds {
+            let fast = RunConfig {
+                seed,
+                ..base.clone()
+            };
+            let a = run(&p, &fast);
+            let b = run(
+                &p,
+                &RunConfig {
+                    record_events: true,
+                    ..fast.clone()
+                },
+            );
+            let what = format!("{source} {args:?} fixed={fixed} {strategy} seed {seed}");
+            assert_eq!(b.skipped, 0, "{what}: a recording run skipped yield points");
+            assert_eq!(a.verdict, b.verdict, "{what}: verdict");
+            assert_eq!(a.decisions, b.decisions, "{what}: decisions");
+            assert_eq!(a.steps, b.steps, "{what}: steps");
+            assert_eq!(a.switches, b.switches, "{what}: switches");
+            assert_eq!(a.preemptions, b.preemptions, "{what}: preemptions");
+            assert_eq!(a.stdout, b.stdout, "{what}: stdout");
+            assert_eq!(a.stderr, b.stderr, "{what}: stderr");
+            assert_eq!(a.labels, b.labels, "{what}: labels");
+            skipped += a.skipped;
+        }
+        (source.clone(), skipped)
+    });
+    let (_, loop_skipped) = results.last().unwrap();
+    assert!(
+        *loop_skipped > 10_000,
+        "the single-threaded loop did not take the fast path ({loop_skipped} skipped)"
+    );
+    let engaged = results.iter().filter(|(_, s)| *s > 0).count();
+    eprintln!("fast path engaged in {engaged} of {} jobs", results.len());
+}

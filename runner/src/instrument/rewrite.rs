@@ -132,6 +132,12 @@ impl RtImport {
 
 /// Export names added to the instrumented module.
 pub const EXPORT_BUDGET: &str = "heddle_budget";
+/// The skip counter (an `i32` global, per instance): while it is non-zero a
+/// guarded yield point (a load, store, atomic or fence) decrements it instead
+/// of calling `access`. The host grants skips only when it has nothing to do
+/// at those yield points (see `runtime::state::RunState::solo_window`), and
+/// reconciles the steps they stand for at the thread's next host call.
+pub const EXPORT_SKIP: &str = "heddle_skip";
 pub const EXPORT_SP: &str = "heddle_sp";
 pub const EXPORT_TABLE: &str = "heddle_table";
 
@@ -745,6 +751,22 @@ impl Emitter<'_> {
         self.func.byte_len() as u32
     }
 
+    /// A yield point the host may let the guest skip: `global.get skip;
+    /// if (skip == 0) { yield_point } else { skip -= 1 }`.
+    fn guarded_yield_point(&mut self, site: u32, addr_local: Option<u32>) {
+        let g = self.budget_global + 1;
+        self.ins(Instruction::GlobalGet(g));
+        self.ins(Instruction::I32Eqz);
+        self.ins(Instruction::If(BlockType::Empty));
+        self.yield_point(site, addr_local);
+        self.ins(Instruction::Else);
+        self.ins(Instruction::GlobalGet(g));
+        self.ins(Instruction::I32Const(1));
+        self.ins(Instruction::I32Sub);
+        self.ins(Instruction::GlobalSet(g));
+        self.ins(Instruction::End);
+    }
+
     /// `i32.const site; <addr>; call access; if call switch end`.
     fn yield_point(&mut self, site: u32, addr_local: Option<u32>) {
         self.ins(Instruction::I32Const(site as i32));
@@ -851,18 +873,22 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             );
         }
     };
+    // The budget global, then the skip counter (index `budget_global + 1`).
     let budget_globals = |globals: &mut GlobalSection| {
-        globals.global(
-            GlobalType {
-                val_type: ValType::I32,
-                mutable: true,
-                shared: false,
-            },
-            &wasm_encoder::ConstExpr::i32_const(i32::MAX),
-        );
+        for init in [i32::MAX, 0] {
+            globals.global(
+                GlobalType {
+                    val_type: ValType::I32,
+                    mutable: true,
+                    shared: false,
+                },
+                &wasm_encoder::ConstExpr::i32_const(init),
+            );
+        }
     };
     let extra_exports = |exports: &mut ExportSection| {
         exports.export(EXPORT_BUDGET, ExportKind::Global, budget_global);
+        exports.export(EXPORT_SKIP, ExportKind::Global, budget_global + 1);
         if let Some(sp) = facts.sp_global {
             exports.export(EXPORT_SP, ExportKind::Global, sp);
         }
@@ -1507,7 +1533,7 @@ fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -
     match c {
         Class::Load { .. } => {
             em.ins(Instruction::LocalTee(s.a));
-            em.yield_point(site, Some(s.a));
+            em.guarded_yield_point(site, Some(s.a));
             em.mark(orig, false);
             em.original(op)?;
         }
@@ -1515,7 +1541,7 @@ fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -
             let v = s.val(val, false);
             em.ins(Instruction::LocalSet(v));
             em.ins(Instruction::LocalTee(s.a));
-            em.yield_point(site, Some(s.a));
+            em.guarded_yield_point(site, Some(s.a));
             em.ins(Instruction::LocalGet(v));
             em.mark(orig, false);
             em.original(op)?;
@@ -1523,7 +1549,7 @@ fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -
         Class::Lane { .. } => {
             em.ins(Instruction::LocalSet(s.h));
             em.ins(Instruction::LocalTee(s.a));
-            em.yield_point(site, Some(s.a));
+            em.guarded_yield_point(site, Some(s.a));
             em.ins(Instruction::LocalGet(s.h));
             em.mark(orig, false);
             em.original(op)?;
@@ -1533,14 +1559,14 @@ fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -
             em.ins(Instruction::LocalSet(v2));
             em.ins(Instruction::LocalSet(v1));
             em.ins(Instruction::LocalTee(s.a));
-            em.yield_point(site, Some(s.a));
+            em.guarded_yield_point(site, Some(s.a));
             em.ins(Instruction::LocalGet(v1));
             em.ins(Instruction::LocalGet(v2));
             em.mark(orig, false);
             em.original(op)?;
         }
         Class::Fence => {
-            em.yield_point(site, None);
+            em.guarded_yield_point(site, None);
             em.mark(orig, false);
             em.original(op)?;
         }

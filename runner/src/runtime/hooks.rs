@@ -64,6 +64,26 @@ pub async fn wait_turn(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
     new_slice(caller)
 }
 
+/// Accounts for the guarded yield points the calling thread skipped since
+/// its last host call and takes its unused skips back, so that the host's
+/// step count and clock are exact from here on (see
+/// [`RunState::reconcile`](super::state::RunState::reconcile)).
+#[inline]
+pub fn reconcile(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
+    let run = caller.data().run.clone();
+    if run.get().granted == 0 {
+        return Ok(());
+    }
+    let Some(g) = caller.data().skip else {
+        run.get().granted = 0;
+        return Ok(());
+    };
+    let left = g.get(&mut *caller).i32().unwrap_or(0) as u32;
+    g.set(&mut *caller, Val::I32(0))?;
+    run.get().reconcile(left);
+    Ok(())
+}
+
 /// Sets the preemption budget for the slice that starts now.
 pub fn new_slice(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
     if let Some(g) = caller.data().budget {
@@ -100,26 +120,40 @@ fn note_stack(caller: &Caller<'_, ThreadCtx>) {
 /// recycled memory may be physically larger) traps here, as it would in wasm.
 #[inline]
 fn access_event(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> HostResult<Pending> {
+    let p = pending_access(st, site, addr, len);
+    if out_of_bounds(st, &p) {
+        return Err(Trap::MemoryOutOfBounds.into());
+    }
+    Ok(p)
+}
+
+/// The pending event of an access, unchecked. An effective address past
+/// 4 GiB is kept as `u32::MAX` (out of bounds whatever the length).
+#[inline]
+fn pending_access(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> Pending {
     let Some(s) = st.info.get(site as usize) else {
-        return Ok(Pending {
+        return Pending {
             site: NO_SITE,
             kind: EventKind::Call,
             addr,
             len: 0,
-        });
+        };
     };
     let kind = EventKind::from_site(s.kind);
     let len = len.unwrap_or(s.size);
     let ea = addr as u64 + s.mem_offset;
-    if kind.is_access() && ea + len as u64 > (st.mem_pages as u64) << 16 {
-        return Err(Trap::MemoryOutOfBounds.into());
-    }
-    Ok(Pending {
+    Pending {
         site,
         kind,
-        addr: ea as u32,
+        addr: ea.min(u32::MAX as u64) as u32,
         len,
-    })
+    }
+}
+
+/// Whether the access `p` falls outside the memory as the guest sizes it.
+#[inline]
+fn out_of_bounds(st: &RunState, p: &Pending) -> bool {
+    p.kind.is_access() && p.addr as u64 + p.len as u64 > (st.mem_pages as u64) << 16
 }
 
 /// The stack of the calling guest thread.
@@ -262,6 +296,9 @@ fn check_pending(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
     if !p.kind.is_access() {
         return Ok(());
     }
+    if out_of_bounds(&st, &p) {
+        return Err(Trap::MemoryOutOfBounds.into());
+    }
     match st.check_access(&p) {
         None => Ok(()),
         Some((kind, block)) => {
@@ -309,22 +346,51 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     linker.func_wrap(
         m,
         RtImport::Access.name(),
-        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32| -> HostResult<i32> {
+        |mut caller: Caller<'_, ThreadCtx>, site: u32, addr: u32| -> HostResult<i32> {
             // The hot path: one borrow of the run state, no allocation.
-            let ctx = caller.data();
-            if !ctx.started {
+            if !caller.data().started {
                 return Ok(0);
             }
+            reconcile(&mut caller)?;
+            let ctx = caller.data();
             let mut st = ctx.run.get();
             if st.limits.event_stacks {
                 drop(st);
                 note_stack(&caller);
                 st = ctx.run.get();
             }
-            let p = access_event(&st, site, addr, None)?;
+            // The yield point comes first, then the access, which may trap
+            // (as it does when the guest skips the yield point).
+            let p = pending_access(&st, site, addr, None);
             match st.yield_point(ctx.tid, p) {
+                Ok(false) if out_of_bounds(&st, &p) => Err(Trap::MemoryOutOfBounds.into()),
                 Ok(false) => match st.check_access(&p) {
-                    None => Ok(0),
+                    None => {
+                        // The fast path: skips for the loads, stores, atomics
+                        // and fences that follow (never across an import call,
+                        // whose own yield point is not guarded).
+                        if !matches!(
+                            p.kind,
+                            EventKind::Read
+                                | EventKind::Write
+                                | EventKind::Rmw
+                                | EventKind::Cmpxchg
+                                | EventKind::Fence
+                        ) {
+                            return Ok(0);
+                        }
+                        let n = st.solo_window();
+                        if n == 0 {
+                            return Ok(0);
+                        }
+                        let Some(g) = ctx.skip else {
+                            return Ok(0);
+                        };
+                        st.granted = n;
+                        drop(st);
+                        g.set(&mut caller, Val::I32(n as i32))?;
+                        Ok(0)
+                    }
                     Some((kind, block)) => {
                         drop(st);
                         Err(memory_error(&caller, kind, p.addr, p.site, block))
@@ -339,11 +405,12 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     linker.func_wrap(
         m,
         RtImport::Range.name(),
-        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, len: u32| -> HostResult<i32> {
-            let ctx = caller.data();
-            if !ctx.started {
+        |mut caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, len: u32| -> HostResult<i32> {
+            if !caller.data().started {
                 return Ok(0);
             }
+            reconcile(&mut caller)?;
+            let ctx = caller.data();
             note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, addr, Some(len))?;
@@ -359,16 +426,17 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     linker.func_wrap(
         m,
         RtImport::Copy.name(),
-        |caller: Caller<'_, ThreadCtx>,
+        |mut caller: Caller<'_, ThreadCtx>,
          site: u32,
          dst: u32,
          src: u32,
          len: u32|
          -> HostResult<i32> {
-            let ctx = caller.data();
-            if !ctx.started {
+            if !caller.data().started {
                 return Ok(0);
             }
+            reconcile(&mut caller)?;
+            let ctx = caller.data();
             note_stack(&caller);
             let mut st = ctx.run.get();
             let p = access_event(&st, site, dst, Some(len))?;
@@ -406,6 +474,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 if !caller.data().started {
                     return new_slice(&mut caller);
                 }
+                reconcile(&mut caller)?;
                 let p = Pending {
                     site,
                     kind: EventKind::Budget,
@@ -426,6 +495,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             Box::new(async move {
                 let ea = futex_addr(&caller.data().run.get(), site, addr)?;
                 if caller.data().started {
+                    reconcile(&mut caller)?;
                     yield_async(
                         &mut caller,
                         Pending {
@@ -456,6 +526,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             Box::new(async move {
                 let ea = futex_addr(&caller.data().run.get(), site, addr)?;
                 if caller.data().started {
+                    reconcile(&mut caller)?;
                     yield_async(
                         &mut caller,
                         Pending {
@@ -486,6 +557,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 let run = caller.data().run.clone();
                 let ea = futex_addr(&run.get(), site, addr)?;
                 if caller.data().started {
+                    reconcile(&mut caller)?;
                     yield_async(
                         &mut caller,
                         Pending {
@@ -511,6 +583,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         RtImport::CallCatching.name(),
         |mut caller: Caller<'_, ThreadCtx>, (arg, func): (i32, u32)| {
             Box::new(async move {
+                reconcile(&mut caller)?;
                 let table = caller
                     .data()
                     .table
@@ -542,19 +615,22 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     linker.func_wrap(
         m,
         RtImport::Locked.name(),
-        |caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, ret: i32| {
-            let ctx = caller.data();
-            if ctx.started {
+        |mut caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, ret: i32| -> HostResult<()> {
+            if caller.data().started {
+                reconcile(&mut caller)?;
+                let ctx = caller.data();
                 ctx.run.get().locked(ctx.tid, site, addr, ret);
             }
+            Ok(())
         },
     )?;
 
     linker.func_wrap(
         m,
         RtImport::Grow.name(),
-        |caller: Caller<'_, ThreadCtx>, delta: i32| -> i32 {
-            caller.data().run.get().grow(delta as u32)
+        |mut caller: Caller<'_, ThreadCtx>, delta: i32| -> HostResult<i32> {
+            reconcile(&mut caller)?;
+            Ok(caller.data().run.get().grow(delta as u32))
         },
     )?;
     linker.func_wrap(

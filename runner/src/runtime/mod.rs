@@ -51,6 +51,8 @@ pub struct ThreadCtx {
     pub wasi: WasiCtx,
     /// The instrumented module's preemption-budget global.
     pub budget: Option<Global>,
+    /// The instrumented module's skip counter (the fast path).
+    pub skip: Option<Global>,
     /// `__stack_pointer`, for unwinding `pthread_exit`.
     pub sp: Option<Global>,
     /// The function table, for `call_catching`.
@@ -158,8 +160,12 @@ pub struct RunResult {
     pub observed: Vec<Observed>,
     /// Data races found (one per pair of sites), with `races` on.
     pub races: Vec<crate::verdict::RaceReport>,
-    /// Yield-point sites the run reached, as a bitset by site id.
+    /// Yield-point sites the run reached, as a bitset by site id (the sites
+    /// of yield points the guest skipped on the fast path are not in it).
     pub sites_hit: Vec<u64>,
+    /// Of `steps`, the yield points the guest skipped on the fast path
+    /// (counted, never seen by the host).
+    pub skipped: u64,
     /// With `record_events`: `pthread_t` values of threads created in user
     /// code, with their tids (what a `Join` event's address means).
     pub thread_handles: Vec<(u32, Tid)>,
@@ -625,6 +631,7 @@ impl Program {
             observed: Vec::new(),
             races,
             sites_hit: std::mem::take(&mut st.hit),
+            skipped: st.skipped,
             thread_parents: st.threads.iter().map(|t| t.parent).collect(),
             thread_handles: if st.limits.record_events {
                 st.handles.iter().map(|(&h, &t)| (h, t)).collect()
@@ -856,6 +863,7 @@ impl Executor<'_> {
                 run: self.run.clone(),
                 wasi: self.wasi.clone(),
                 budget: None,
+                skip: None,
                 sp: None,
                 table: None,
                 started: false,
@@ -870,10 +878,12 @@ impl Executor<'_> {
         let instance = block_on(pre.instantiate_async(&mut store))
             .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
         let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
+        let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
         let data = store.data_mut();
         data.budget = budget;
+        data.skip = skip;
         data.sp = sp;
         data.table = table;
         data.started = true;
@@ -903,7 +913,9 @@ impl Executor<'_> {
             .get_typed_func(&mut store, "_start")
             .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
         self.threads.push(Some(Box::pin(async move {
-            start.call_async(&mut store, ()).await
+            let r = start.call_async(&mut store, ()).await;
+            settle_skips(&mut store);
+            r
         })));
         Ok(())
     }
@@ -923,9 +935,11 @@ impl Executor<'_> {
             self.threads.push(None);
         }
         self.threads[tid as usize] = Some(Box::pin(async move {
-            entry
+            let r = entry
                 .call_async(&mut store, (tid as i32, start_arg as i32))
-                .await
+                .await;
+            settle_skips(&mut store);
+            r
         }));
         Ok(())
     }
@@ -1072,6 +1086,25 @@ impl Drop for Executor<'_> {
                 .push(l);
         }
     }
+}
+
+/// A thread's call returned or trapped: account for the yield points it
+/// skipped since its last host call (the fast path), so that the run's step
+/// count and clock at its end are the same as with every yield point seen.
+fn settle_skips(store: &mut Store<ThreadCtx>) {
+    let (run, tid, skip) = {
+        let d = store.data();
+        (d.run.clone(), d.tid, d.skip)
+    };
+    let Some(g) = skip else { return };
+    {
+        let st = run.get();
+        if st.granted == 0 || st.current != tid {
+            return;
+        }
+    }
+    let left = g.get(&mut *store).i32().unwrap_or(0) as u32;
+    run.get().reconcile(left);
 }
 
 /// A short stable name for a trap code.

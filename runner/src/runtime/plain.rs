@@ -27,7 +27,7 @@
 //!
 //! Tests: instrument.
 
-use crate::instrument::rewrite::{EXPORT_SP, EXPORT_TABLE};
+use crate::instrument::rewrite::{EXPORT_SKIP, EXPORT_SP, EXPORT_TABLE};
 use crate::instrument::{RtImport, SiteTable};
 use anyhow::{anyhow, bail, Result};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -287,6 +287,7 @@ impl PlainProgram {
             .linker
             .instantiate(&mut store, &run.module)
             .map_err(|e| anyhow!("cannot instantiate the module: {e:#}"))?;
+        unleash(&mut store, &instance);
         let start: TypedFunc<(), ()> = instance
             .get_typed_func(&mut store, "_start")
             .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
@@ -527,6 +528,14 @@ fn trap_text(tid: u32, e: &wasmtime::Error) -> String {
     format!("thread {tid}: {what}")
 }
 
+/// No-op hooks have nothing to do at a guarded yield point: let the guest
+/// skip them all (the fast path at its limit).
+fn unleash<T>(store: &mut Store<T>, instance: &wasmtime::Instance) {
+    if let Some(g) = instance.get_global(&mut *store, EXPORT_SKIP) {
+        let _ = g.set(&mut *store, wasmtime::Val::I32(i32::MAX));
+    }
+}
+
 /// `wasi.thread-spawn`: a new OS thread that instantiates the module in its
 /// own store over the run's shared memory and calls
 /// `wasi_thread_start(tid, start_arg)`. Returns the new tid, or a negative
@@ -553,6 +562,7 @@ fn spawn_thread(run: Arc<Run>, wasi: WasiCtx, start_arg: i32) -> i32 {
             let mut store = r.store(wasi, tid);
             let result = (|| -> wasmtime::Result<()> {
                 let instance = r.linker.instantiate(&mut store, &r.module)?;
+                unleash(&mut store, &instance);
                 let entry: TypedFunc<(i32, i32), ()> =
                     instance.get_typed_func(&mut store, "wasi_thread_start")?;
                 entry.call(&mut store, (tid as i32, start_arg))
@@ -626,7 +636,20 @@ pub fn add_noop_hooks<T: 'static>(
     memory: MemoryFn<T>,
 ) -> Result<()> {
     let m = RtImport::MODULE;
-    linker.func_wrap(m, RtImport::Access.name(), |_site: u32, _addr: u32| 0i32)?;
+    linker.func_wrap(
+        m,
+        RtImport::Access.name(),
+        |mut caller: Caller<'_, T>, _site: u32, _addr: u32| {
+            // Reached when the skip counter ran out (or at an unguarded
+            // yield point): skip again.
+            if let Some(Extern::Global(g)) = caller.get_export(EXPORT_SKIP) {
+                if g.get(&mut caller).i32() == Some(0) {
+                    let _ = g.set(&mut caller, wasmtime::Val::I32(i32::MAX));
+                }
+            }
+            0i32
+        },
+    )?;
     linker.func_wrap(m, RtImport::Switch.name(), || {})?;
     linker.func_wrap(m, RtImport::Budget.name(), |_site: u32| {})?;
     linker.func_wrap(

@@ -477,6 +477,19 @@ pub struct RunState {
     budget_rng: Rng,
     /// Step of the last write to each (hashed) word, for spin detection.
     write_stamp: Vec<u64>,
+    /// Step of the last yield point a thread reached while it was the only
+    /// ready one. Spin detection ignores such solo stretches (they may have
+    /// written anything), so that skipping them (the fast path) and seeing
+    /// them give the same hints.
+    solo_epoch: u64,
+    /// The fast path is allowed in this run: nothing per access is needed
+    /// (no memory checker, race detector, event recording, stacks, or
+    /// observing strategy).
+    fast: bool,
+    /// Skips granted to the current thread and not yet reconciled.
+    pub granted: u32,
+    /// Skipped yield points accounted for so far.
+    pub skipped: u64,
     pub events: Vec<Event>,
     /// With `event_stacks`: the stack of each recorded event.
     pub event_stacks: Vec<Vec<RawFrame>>,
@@ -532,6 +545,12 @@ impl RunState {
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
+        let fast = !sites.memcheck
+            && races == RaceMode::Off
+            && !limits.record_events
+            && !limits.event_stacks
+            && !limits.diagnostics
+            && !sched.observes;
         let sites_count = info.len();
         let memcheck = sites.memcheck;
         let null_limit = if memcheck {
@@ -555,6 +574,10 @@ impl RunState {
             limits,
             budget_rng: Rng::new(seed, STREAM_BUDGET),
             write_stamp: vec![0; STAMP_SLOTS],
+            solo_epoch: 0,
+            fast,
+            granted: 0,
+            skipped: 0,
             events: Vec::new(),
             event_stacks: Vec::new(),
             labels: Vec::new(),
@@ -632,13 +655,28 @@ impl RunState {
 
     fn note_pending(&mut self, tid: Tid, p: Pending) {
         let steps = self.steps;
+        if self.ready.len() == 1 {
+            // A solo stretch: no spin tracking (see `solo_epoch`).
+            self.solo_epoch = steps;
+            let th = &mut self.threads[tid as usize];
+            th.spinning = false;
+            th.last_read = (u32::MAX, steps);
+            th.pending = p;
+            if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+                *w |= 1 << (p.site & 63);
+            }
+            return;
+        }
+        let solo_epoch = self.solo_epoch;
         let th = &mut self.threads[tid as usize];
         th.spinning = match p.kind {
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
                 let (last_addr, last_step) = th.last_read;
                 th.last_read = (p.addr, steps);
-                last_addr == p.addr && self.write_stamp[slot] <= last_step
+                last_addr == p.addr
+                    && self.write_stamp[slot] <= last_step
+                    && solo_epoch <= last_step
             }
             // Out of budget at a loop header: a loop without yield points.
             EventKind::Budget => self
@@ -723,6 +761,49 @@ impl RunState {
     /// Reads `len` ≤ 8 bytes of guest memory at `addr`, little-endian.
     pub fn read_le(&self, addr: u32, len: u32) -> Option<u64> {
         read_memory(&self.memory, addr, len)
+    }
+
+    /// How many guarded yield points the current thread may skip from now
+    /// on (0: none). Each skipped one stands for a yield point at which the
+    /// host would do nothing but count: the thread is the only ready one, the
+    /// run needs nothing per access (`fast`), and the window ends before the
+    /// step budget, the time budget or the next timer could act, so that the
+    /// yield point where one of them acts is seen by the host. The memory must
+    /// not be larger than the guest thinks (a recycled one may be), so that an
+    /// out-of-bounds access traps in the guest as it would in the host.
+    pub fn solo_window(&self) -> u32 {
+        if !self.fast
+            || self.ready.len() != 1
+            || self.memory.data().len() >> 16 != self.mem_pages as usize
+        {
+            return 0;
+        }
+        let now = self.clock.now();
+        let mut n = self.limits.max_steps.saturating_sub(self.steps);
+        n = n.min(self.limits.max_time_ns.saturating_sub(now) / Clock::STEP_NS);
+        if let Some(&(deadline, _)) = self.timers.first() {
+            n = n.min(deadline.saturating_sub(now).saturating_sub(1) / Clock::STEP_NS);
+        }
+        n.min(i32::MAX as u64) as u32
+    }
+
+    /// The current thread made a host call with `left` of its `granted`
+    /// skips unused: account for the yield points it skipped exactly as if
+    /// the host had seen them (one step and one tick each, a solo stretch).
+    pub fn reconcile(&mut self, left: u32) {
+        let used = self.granted.saturating_sub(left) as u64;
+        self.granted = 0;
+        if used == 0 {
+            return;
+        }
+        self.steps += used;
+        self.skipped += used;
+        self.clock
+            .advance_to(self.clock.now() + used * Clock::STEP_NS);
+        self.solo_epoch = self.steps;
+        let th = &mut self.threads[self.current as usize];
+        th.spinning = false;
+        th.last_read = (u32::MAX, self.steps);
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
