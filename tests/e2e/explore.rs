@@ -339,3 +339,70 @@ fn explore_ctrl_c_prints_the_partial_histogram() {
     assert!(stdout.contains("outcomes:"), "{stdout}");
     assert!(!text(&out.stderr).contains("panicked"));
 }
+
+/// How the reference search without reduction is run for one target.
+#[derive(Clone, Copy)]
+enum Reference {
+    /// Every schedule (the search finishes).
+    Exhaustive,
+    /// Every schedule with at most 2 preemptions: the unbounded search does
+    /// not finish here (over 2,000,000 schedules), so DPOR's complete
+    /// outcome set is compared with the bounded one. DPOR explores only
+    /// real schedules, so equality means DPOR misses nothing the bounded
+    /// search finds and finds nothing that is not an outcome.
+    Preemptions2,
+}
+
+/// DPOR against no reduction on every bundled target that DPOR explores to
+/// completion (small arguments where the target takes them): the same
+/// outcome set (verdict signature, exit code, failing or not), far fewer
+/// schedules. Prints the schedule counts.
+#[test]
+fn explore_dpor_matches_none_on_the_bundled_targets() {
+    use Reference::*;
+    let cases: &[(&str, bool, &[&str], Reference)] = &[
+        ("counter_spy.c", false, &["1", "1"], Exhaustive),
+        ("counter_spy.c", true, &["1", "1"], Exhaustive),
+        ("spin_barrier.c", false, &[], Exhaustive),
+        ("timed_wait.c", false, &[], Exhaustive),
+        ("lost_wakeup.c", false, &[], Exhaustive),
+        ("racy_counter.c", false, &["1"], Exhaustive),
+        ("race_bank.c", false, &["2", "1"], Preemptions2),
+        ("race_bank.c", true, &["2", "1"], Preemptions2),
+        ("deadlock_abba.c", false, &[], Preemptions2),
+        ("deadlock_abba.c", true, &[], Preemptions2),
+        ("codeblock.cpp", false, &[], Preemptions2),
+    ];
+    let rows = par_map(cases, |&(source, fixed, args, reference)| {
+        let mut o = opts(Bound::Unbounded, Reduction::Dpor);
+        o.observe.clear();
+        let dpor = explore_target(source, fixed, args, &o);
+        o.reduction = Reduction::None;
+        if let Preemptions2 = reference {
+            o.bound = Bound::Preemptions(2);
+        }
+        let none = explore_target(source, fixed, args, &o);
+        let what = format!("{source} {args:?} fixed={fixed}");
+        assert!(dpor.complete, "{what}: DPOR did not finish");
+        assert!(none.complete, "{what}: the reference did not finish");
+        let keys = |r: &Report| r.outcomes.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&dpor), keys(&none), "{what}: outcome sets differ");
+        assert!(
+            matches!(reference, Preemptions2) || dpor.schedules * 5 < none.schedules,
+            "{what}: DPOR ran {} schedules, the reference {}",
+            dpor.schedules,
+            none.schedules
+        );
+        format!(
+            "{what}: dpor {} schedules, none {} ({}), {} outcomes",
+            dpor.schedules,
+            none.schedules,
+            match reference {
+                Exhaustive => "exhaustive",
+                Preemptions2 => "preemptions=2",
+            },
+            dpor.outcomes.len()
+        )
+    });
+    eprintln!("{}", rows.join("\n"));
+}
