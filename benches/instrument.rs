@@ -60,7 +60,7 @@ fn instrumentation_throughput(c: &mut Criterion) {
 }
 
 const KERNEL: &str = "tests/programs/inst_kernel.c";
-const ROUNDS: &str = "100";
+const ROUNDS: &str = "1000";
 
 struct Variant {
     name: &'static str,

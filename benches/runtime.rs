@@ -96,8 +96,31 @@ fn yield_points(c: &mut Criterion) {
     let steps = p.run(&big).unwrap().steps - p.run(&small).unwrap().steps;
     let dt = per_run(&p, &big, 20) - per_run(&p, &small, 200);
     eprintln!(
-        "yield point without switch: {:.2} ns ({steps} yield points)",
+        "yield point without switch: {:.2} ns ({steps} yield points; memcheck and races on)",
         dt / steps as f64 * 1e9
+    );
+    // The same loop on the fast path: nothing to do per access, so the
+    // guest skips the yield points and the host only counts them.
+    let p = program_with(
+        "benches/programs/yield_loop.c",
+        Config {
+            memcheck: Some(false),
+            ..Config::default()
+        },
+    );
+    let fast = |c: RunConfig| RunConfig {
+        races: heddle::runtime::RaceMode::Off,
+        ..c
+    };
+    let (big, small) = (fast(big), fast(small));
+    let (rb, rs) = (p.run(&big).unwrap(), p.run(&small).unwrap());
+    assert!(rb.skipped > 0, "the fast path was not taken");
+    let steps = rb.steps - rs.steps;
+    let dt = per_run(&p, &big, 50) - per_run(&p, &small, 200);
+    eprintln!(
+        "yield point without switch, fast path: {:.2} ns ({steps} yield points, {} skipped; memcheck and races off)",
+        dt / steps as f64 * 1e9,
+        rb.skipped - rs.skipped
     );
 }
 
