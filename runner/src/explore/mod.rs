@@ -42,7 +42,7 @@
 //! all explored schedules, so the count is the same with and without
 //! reduction.
 
-use crate::instrument::SiteId;
+use crate::instrument::{SiteId, SiteKind};
 use crate::model::{EventKind, Pending, Tid};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::{Candidate, Choice, Strategy};
@@ -377,6 +377,9 @@ enum Foot {
     AllMem,
     /// Host state shared by all threads (WASI calls, thread creation).
     Host,
+    /// A heap block `[addr, addr+len)` allocated or freed: a write of the
+    /// whole block (tracked as one object, not byte by byte).
+    Block { addr: u32, len: u32 },
 }
 
 fn foot(kind: EventKind, addr: u32, len: u32) -> Foot {
@@ -406,13 +409,54 @@ fn foot(kind: EventKind, addr: u32, len: u32) -> Foot {
     }
 }
 
+/// The footprint of each event of a run. An allocator call (recorded as a
+/// `Call` event at an `Alloc` or `Free` site, with the block's size, or 0
+/// for a free) writes its whole block: whether another thread's access to
+/// the block is a use after free depends on which comes first, so both
+/// orders must be explored.
+fn event_feet(program: &Program, events: &[Event]) -> Vec<Foot> {
+    let mut blocks: BTreeMap<u32, u32> = BTreeMap::new();
+    events
+        .iter()
+        .map(|e| {
+            let heap = e.kind == EventKind::Call
+                && program
+                    .sites
+                    .site(e.site)
+                    .is_some_and(|s| matches!(s.kind, SiteKind::Alloc | SiteKind::Free));
+            if !heap {
+                return foot(e.kind, e.addr, e.len);
+            }
+            let len = if e.len > 0 {
+                blocks.insert(e.addr, e.len);
+                e.len
+            } else {
+                blocks.remove(&e.addr).unwrap_or(1)
+            };
+            Foot::Block {
+                addr: e.addr,
+                len: len.max(1),
+            }
+        })
+        .collect()
+}
+
 /// Whether two events of different threads conflict.
 fn conflict(a: Foot, b: Foot) -> bool {
-    match (a, b) {
+    let as_write = |f: Foot| match f {
+        Foot::Block { addr, len } => Foot::Mem {
+            addr,
+            len,
+            write: true,
+        },
+        f => f,
+    };
+    match (as_write(a), as_write(b)) {
         (Foot::Local, _) | (_, Foot::Local) => false,
         (Foot::Host, Foot::Host) => true,
         (Foot::Host, _) | (_, Foot::Host) => false,
         (Foot::AllMem, _) | (_, Foot::AllMem) => true,
+        (Foot::Block { .. }, _) | (_, Foot::Block { .. }) => unreachable!("blocks are writes"),
         (
             Foot::Mem {
                 addr: a1,
@@ -595,10 +639,12 @@ struct Obj {
 
 const OBJ_ALLMEM: u64 = 1 << 32;
 const OBJ_HOST: u64 = (1 << 32) + 1;
+/// Heap block objects: `OBJ_BLOCK + start`.
+const OBJ_BLOCK: u64 = 2 << 32;
 
 /// Computes happens-before (program order, thread creation, wake-ups and
 /// conflicts in run order) and the races of a run.
-fn happens_before(events: &[Event], threads: usize) -> Hb {
+fn happens_before(events: &[Event], feet: &[Foot], threads: usize) -> Hb {
     let n = events.len();
     let nt = threads.max(1);
     let mut who = Vec::with_capacity(n);
@@ -635,6 +681,8 @@ fn happens_before(events: &[Event], threads: usize) -> Hb {
     let mut vc: Vec<Vec<u32>> = Vec::with_capacity(n);
     let mut objs: BTreeMap<u64, Obj> = BTreeMap::new();
     let mut last_notify: BTreeMap<u32, usize> = BTreeMap::new();
+    // Heap blocks seen so far (start → size), freed ones included.
+    let mut blocks: BTreeMap<u32, u32> = BTreeMap::new();
     let mut races = Vec::new();
     for (j, e) in events.iter().enumerate() {
         let t = e.tid as usize;
@@ -652,16 +700,26 @@ fn happens_before(events: &[Event], threads: usize) -> Hb {
         }
         c[t] = who[j].1 + 1;
         let pre = c.clone();
-        let f = foot(e.kind, e.addr, e.len);
-        let keys: Vec<(u64, bool)> = match f {
+        let keys: Vec<(u64, bool)> = match feet[j] {
             Foot::Local => Vec::new(),
             Foot::Host => vec![(OBJ_HOST, true)],
             Foot::AllMem => vec![(OBJ_ALLMEM, true)],
+            Foot::Block { addr, len } => {
+                blocks.insert(addr, len);
+                vec![(OBJ_BLOCK + addr as u64, true), (OBJ_ALLMEM, false)]
+            }
             Foot::Mem { addr, len, write } => {
                 let mut k: Vec<(u64, bool)> = (addr as u64..addr as u64 + len.min(16) as u64)
                     .map(|a| (a, write))
                     .collect();
                 k.push((OBJ_ALLMEM, false));
+                // An access inside a heap block reads the block object, so
+                // it is ordered against the block's allocation and free.
+                if let Some((&b, &bl)) = blocks.range(..=addr).next_back() {
+                    if (addr as u64) < b as u64 + bl as u64 {
+                        k.push((OBJ_BLOCK + b as u64, false));
+                    }
+                }
                 k
             }
         };
@@ -911,6 +969,7 @@ pub fn explore(
             bail!("internal error: choice points and decisions disagree");
         }
         report.schedules += 1;
+        let feet = event_feet(program, &r.events);
         report.max_decisions = report.max_decisions.max(r.decisions.len());
         // Extend the path with the new decision points.
         let k = prefix.len();
@@ -939,8 +998,13 @@ pub fn explore(
                     } else {
                         p.event
                     };
-                    for e in r.events.get(from..cp.event).unwrap_or(&[]) {
-                        let f = foot(e.kind, e.addr, e.len);
+                    for (e, &f) in r
+                        .events
+                        .get(from..cp.event)
+                        .unwrap_or(&[])
+                        .iter()
+                        .zip(feet.get(from..cp.event).unwrap_or(&[]))
+                    {
                         s.retain(|(t, q)| *t != e.tid && !conflict(pending_foot(q), f));
                     }
                     s.retain(|(t, q)| cp.candidates.iter().any(|c| c.tid == *t && c.pending == *q));
@@ -1026,7 +1090,7 @@ pub fn explore(
             nodes.push(node);
         }
         nodes.truncate(r.decisions.len());
-        let hb = happens_before(&r.events, r.threads as usize);
+        let hb = happens_before(&r.events, &feet, r.threads as usize);
         if opts.reduction == Reduction::Dpor {
             add_backtracks(&mut nodes, &r.events, &hb);
         }
