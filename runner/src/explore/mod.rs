@@ -443,33 +443,30 @@ fn event_feet(program: &Program, events: &[Event]) -> Vec<Foot> {
 
 /// Whether two events of different threads conflict.
 fn conflict(a: Foot, b: Foot) -> bool {
-    let as_write = |f: Foot| match f {
-        Foot::Block { addr, len } => Foot::Mem {
-            addr,
-            len,
-            write: true,
-        },
-        f => f,
-    };
-    match (as_write(a), as_write(b)) {
+    match (a, b) {
         (Foot::Local, _) | (_, Foot::Local) => false,
         (Foot::Host, Foot::Host) => true,
         (Foot::Host, _) | (_, Foot::Host) => false,
         (Foot::AllMem, _) | (_, Foot::AllMem) => true,
-        (Foot::Block { .. }, _) | (_, Foot::Block { .. }) => unreachable!("blocks are writes"),
-        (
-            Foot::Mem {
-                addr: a1,
-                len: l1,
-                write: w1,
-            },
-            Foot::Mem {
-                addr: a2,
-                len: l2,
-                write: w2,
-            },
-        ) => {
-            (w1 || w2) && (a1 as u64) < a2 as u64 + l2 as u64 && (a2 as u64) < a1 as u64 + l1 as u64
+        _ => match (a.bytes(), b.bytes()) {
+            (Some((a1, l1, w1)), Some((a2, l2, w2))) => {
+                (w1 || w2)
+                    && (a1 as u64) < a2 as u64 + l2 as u64
+                    && (a2 as u64) < a1 as u64 + l1 as u64
+            }
+            _ => false,
+        },
+    }
+}
+
+impl Foot {
+    /// The bytes touched, and whether they are written (a heap block's
+    /// allocation or free writes the whole block).
+    fn bytes(self) -> Option<(u32, u32, bool)> {
+        match self {
+            Foot::Mem { addr, len, write } => Some((addr, len, write)),
+            Foot::Block { addr, len } => Some((addr, len, true)),
+            _ => None,
         }
     }
 }

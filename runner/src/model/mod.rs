@@ -86,6 +86,19 @@ impl EventKind {
         }
     }
 
+    /// Whether the rewriter guards yield points of this kind with the skip
+    /// counter (loads, stores, atomics and fences: the fast path).
+    pub fn is_skippable(self) -> bool {
+        matches!(
+            self,
+            EventKind::Read
+                | EventKind::Write
+                | EventKind::Rmw
+                | EventKind::Cmpxchg
+                | EventKind::Fence
+        )
+    }
+
     /// Whether the event reads or writes guest memory.
     pub fn is_access(self) -> bool {
         matches!(

@@ -70,17 +70,19 @@ pub async fn wait_turn(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
 /// [`RunState::reconcile`](super::state::RunState::reconcile)).
 #[inline]
 pub fn reconcile(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
-    let run = caller.data().run.clone();
-    if run.get().granted == 0 {
+    if caller.data().run.get().granted == 0 {
         return Ok(());
     }
-    let Some(g) = caller.data().skip else {
-        run.get().granted = 0;
+    super::settle_skips(caller)
+}
+
+/// Grants the calling thread `n` skips (none when `n` is 0).
+fn grant_skips(caller: &mut Caller<'_, ThreadCtx>, n: u32) -> HostResult<()> {
+    let Some(g) = caller.data().skip.filter(|_| n > 0) else {
         return Ok(());
     };
-    let left = g.get(&mut *caller).i32().unwrap_or(0) as u32;
-    g.set(&mut *caller, Val::I32(0))?;
-    run.get().reconcile(left);
+    g.set(&mut *caller, Val::I32(n as i32))?;
+    caller.data().run.get().granted = n;
     Ok(())
 }
 
@@ -366,29 +368,16 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 Ok(false) if out_of_bounds(&st, &p) => Err(Trap::MemoryOutOfBounds.into()),
                 Ok(false) => match st.check_access(&p) {
                     None => {
-                        // The fast path: skips for the loads, stores, atomics
-                        // and fences that follow (never across an import call,
-                        // whose own yield point is not guarded).
-                        if !matches!(
-                            p.kind,
-                            EventKind::Read
-                                | EventKind::Write
-                                | EventKind::Rmw
-                                | EventKind::Cmpxchg
-                                | EventKind::Fence
-                        ) {
-                            return Ok(0);
-                        }
-                        let n = st.solo_window();
-                        if n == 0 {
-                            return Ok(0);
-                        }
-                        let Some(g) = ctx.skip else {
-                            return Ok(0);
+                        // The fast path: skips for the guarded yield points
+                        // that follow (never across an import call, whose own
+                        // yield point is not guarded).
+                        let n = if p.kind.is_skippable() {
+                            st.solo_window()
+                        } else {
+                            0
                         };
-                        st.granted = n;
                         drop(st);
-                        g.set(&mut caller, Val::I32(n as i32))?;
+                        grant_skips(&mut caller, n)?;
                         Ok(0)
                     }
                     Some((kind, block)) => {

@@ -30,7 +30,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use wasi_common::WasiCtx;
-use wasmtime::{Engine, Global, Linker, Module, SharedMemory, Store, Table, TypedFunc};
+use wasmtime::{
+    AsContextMut, Engine, Global, Linker, Module, SharedMemory, Store, Table, TypedFunc,
+};
 
 pub use state::RaceMode;
 pub use wasi::Grant;
@@ -914,8 +916,7 @@ impl Executor<'_> {
             .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
         self.threads.push(Some(Box::pin(async move {
             let r = start.call_async(&mut store, ()).await;
-            settle_skips(&mut store);
-            r
+            r.and(settle_skips(&mut store))
         })));
         Ok(())
     }
@@ -938,8 +939,7 @@ impl Executor<'_> {
             let r = entry
                 .call_async(&mut store, (tid as i32, start_arg as i32))
                 .await;
-            settle_skips(&mut store);
-            r
+            r.and(settle_skips(&mut store))
         }));
         Ok(())
     }
@@ -1088,23 +1088,34 @@ impl Drop for Executor<'_> {
     }
 }
 
-/// A thread's call returned or trapped: account for the yield points it
-/// skipped since its last host call (the fast path), so that the run's step
-/// count and clock at its end are the same as with every yield point seen.
-fn settle_skips(store: &mut Store<ThreadCtx>) {
+/// Accounts for the yield points the thread of `cx` skipped since its last
+/// host call (the fast path) and takes its unused skips back, so that the
+/// step count and clock are the same as with every yield point seen. Called
+/// at every host call that can follow skipped yield points
+/// ([`hooks::reconcile`]) and when a thread's call returns or traps.
+fn settle_skips(mut cx: impl AsContextMut<Data = ThreadCtx>) -> wasmtime::Result<()> {
     let (run, tid, skip) = {
-        let d = store.data();
+        let cx = cx.as_context_mut();
+        let d = cx.data();
         (d.run.clone(), d.tid, d.skip)
     };
-    let Some(g) = skip else { return };
-    {
-        let st = run.get();
+    let g = {
+        let mut st = run.get();
         if st.granted == 0 || st.current != tid {
-            return;
+            return Ok(());
         }
-    }
-    let left = g.get(&mut *store).i32().unwrap_or(0) as u32;
+        match skip {
+            Some(g) => g,
+            None => {
+                st.granted = 0;
+                return Ok(());
+            }
+        }
+    };
+    let left = g.get(&mut cx).i32().unwrap_or(0) as u32;
+    g.set(&mut cx, wasmtime::Val::I32(0))?;
     run.get().reconcile(left);
+    Ok(())
 }
 
 /// A short stable name for a trap code.
