@@ -353,14 +353,20 @@ enum Reference {
     Preemptions2,
 }
 
-/// DPOR against no reduction on every bundled target that DPOR explores to
-/// completion (small arguments where the target takes them): the same
+/// DPOR against no reduction on every bundled target, buggy and fixed
+/// where the fixed variant is not already proved elsewhere (small
+/// arguments where the target takes them): the same
 /// outcome set (verdict signature, exit code, failing or not), far fewer
 /// schedules. Prints the schedule counts.
 #[test]
 fn explore_dpor_matches_none_on_the_bundled_targets() {
     use Reference::*;
     let cases: &[(&str, bool, &[&str], Reference)] = &[
+        // The longest first, so that the two workers finish together.
+        ("uaf_publish.c", false, &[], Preemptions2),
+        ("uaf_publish.c", true, &[], Preemptions2),
+        ("aba_stack.c", false, &["2", "2"], Preemptions2),
+        ("aba_stack.c", true, &["2", "2"], Preemptions2),
         ("counter_spy.c", false, &["1", "1"], Exhaustive),
         ("counter_spy.c", true, &["1", "1"], Exhaustive),
         ("spin_barrier.c", false, &[], Exhaustive),
@@ -422,4 +428,21 @@ fn explore_dpor_orders_frees_against_accesses_to_the_block() {
         .first_failure
         .expect("a use after free within 400 schedules");
     assert_eq!(f.result.verdict.kind(), "use-after-free", "{}", f.reason);
+}
+
+/// DPOR under `--preempt all`, where value decisions (which futex waiter a
+/// notify wakes) sit on the path and a new schedule can start right after
+/// one: the search runs, keeps its sleep sets across them and finds the lost
+/// update.
+#[test]
+fn explore_dpor_preempting_everywhere_crosses_value_decisions() {
+    let mut o = opts(Bound::Unbounded, Reduction::Dpor);
+    o.preempt = Preempt::All;
+    o.max_schedules = Some(600);
+    let r = explore_target("counter_spy.c", false, &["1", "1"], &o);
+    assert_eq!(r.schedules, 600);
+    let f = r
+        .first_failure
+        .expect("the lost update within 600 schedules");
+    assert_eq!(f.result.verdict.kind(), "assertion", "{}", f.reason);
 }

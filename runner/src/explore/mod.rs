@@ -24,7 +24,13 @@
 //!   events; for each race `e ⋖ e'` an initial of `notdep(e).e'` is added to
 //!   the backtrack set of the state before `e`. One schedule is explored per
 //!   Mazurkiewicz trace (plus sleep-set-blocked ones), which is enough for
-//!   every final state, every deadlock and every assertion.
+//!   every final state, every deadlock and every assertion. A sleeper is a
+//!   thread together with the footprint of the *step* it took from the
+//!   state where it was explored, as the run that explored it recorded it:
+//!   all its events up to the next decision that may branch. Under
+//!   [`Preempt::User`] a step runs through library code and is many events
+//!   long; checking only its first event would wake too few sleepers (and
+//!   an allocator call's pending event does not show the block it writes).
 //!
 //! **Spinning.** A running thread flagged as spinning (it re-reads a
 //! location nobody wrote since its previous read) is not explored as the
@@ -52,6 +58,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A bound on the schedules explored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,7 +374,7 @@ pub const MAX_USER_INTERLEAVINGS: usize = 1_000_000;
 const MAX_EXTENSIONS_PER_RUN: usize = 2_000;
 
 /// What an event touches, for the dependency relation of DPOR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Foot {
     /// Nothing another thread can observe.
     Local,
@@ -514,14 +521,52 @@ fn costs(bound: Bound, current: Option<Tid>, cands: &[Candidate], last: Option<T
     cost
 }
 
-/// The sleep set after `chosen` runs: the sleeping threads whose next event
-/// is independent of the chosen one.
-fn next_sleep(sleep: &[(Tid, Pending)], chosen: &Candidate) -> Vec<(Tid, Pending)> {
+/// A thread in a sleep set (Godefroid 1996): its next step was explored
+/// from an earlier state, and everything run since is independent of it, so
+/// running it now would only reach states already explored.
+#[derive(Debug, Clone)]
+struct Sleeper {
+    tid: Tid,
+    /// What the thread was about to do when it fell asleep.
+    pending: Pending,
+    /// The footprint of its whole next step, as recorded in the run that
+    /// explored it: every event the thread ran from that decision up to the
+    /// next point where another thread could be chosen. Under `--preempt
+    /// user` a step runs through library code (malloc, a lock's fast path)
+    /// and is many events long.
+    feet: Arc<[Foot]>,
+}
+
+impl Sleeper {
+    /// Whether an event of `tid` with footprint `f` wakes this sleeper.
+    fn woken_by(&self, tid: Tid, f: Foot) -> bool {
+        self.tid == tid || self.feet.iter().any(|&g| conflict(g, f))
+    }
+}
+
+/// Longest step footprint kept exactly; a longer one is summarised as
+/// "all memory and host state", which only wakes its sleeper earlier.
+const MAX_STEP_FEET: usize = 256;
+
+/// The footprint of a step, deduplicated (or summarised).
+fn step_feet(feet: impl Iterator<Item = Foot>) -> Arc<[Foot]> {
+    let set: BTreeSet<Foot> = feet.filter(|f| *f != Foot::Local).collect();
+    if set.len() > MAX_STEP_FEET {
+        return Arc::from(vec![Foot::AllMem, Foot::Host]);
+    }
+    set.into_iter().collect()
+}
+
+/// The sleep set after `chosen` runs, as far as the default scheduler can
+/// tell from the candidate's pending event. This only steers its choice;
+/// the explorer recomputes each node's sleep set from the events the run
+/// recorded.
+fn next_sleep(sleep: &[Sleeper], chosen: &Candidate) -> Vec<Sleeper> {
     let f = pending_foot(&chosen.pending);
     sleep
         .iter()
-        .filter(|(t, p)| *t != chosen.tid && !conflict(pending_foot(p), f))
-        .copied()
+        .filter(|s| !s.woken_by(chosen.tid, f))
+        .cloned()
         .collect()
 }
 
@@ -529,7 +574,7 @@ fn next_sleep(sleep: &[(Tid, Pending)], chosen: &Candidate) -> Vec<(Tid, Pending
 /// candidate of [`default_order`] (with DPOR, the first one not asleep).
 struct Guide {
     last: Option<Tid>,
-    sleep: Vec<(Tid, Pending)>,
+    sleep: Vec<Sleeper>,
 }
 
 impl Strategy for Guide {
@@ -540,13 +585,16 @@ impl Strategy for Guide {
     fn reset(&mut self, _seed: u64) {}
     fn pick_thread(&mut self, choice: &Choice) -> usize {
         let cands = choice.candidates;
-        self.sleep
-            .retain(|(t, p)| cands.iter().any(|c| c.tid == *t && c.pending == *p));
+        self.sleep.retain(|s| {
+            cands
+                .iter()
+                .any(|c| c.tid == s.tid && c.pending == s.pending)
+        });
         let order = default_order(choice.current, cands, self.last);
         let pick = order
             .iter()
             .copied()
-            .find(|&i| !self.sleep.iter().any(|(t, _)| *t == cands[i].tid))
+            .find(|&i| !self.sleep.iter().any(|s| s.tid == cands[i].tid))
             .unwrap_or(order[0]);
         self.sleep = next_sleep(&self.sleep, &cands[pick]);
         self.last = Some(cands[pick].tid);
@@ -572,7 +620,11 @@ struct Node {
     /// Bound spent before this point.
     used: u32,
     /// Sleep set on arrival (DPOR).
-    sleep: Vec<(Tid, Pending)>,
+    sleep: Vec<Sleeper>,
+    /// Per option: the footprint of the step it led to, once a run took it
+    /// (`None` before, and for a step that contains a value decision, whose
+    /// footprint depends on the value: such a thread is never put to sleep).
+    steps: Vec<Option<Arc<[Foot]>>>,
     /// Index of the event the thread decision chose.
     event: usize,
     /// Alternatives may be explored here (see [`Preempt`]).
@@ -605,7 +657,7 @@ impl Node {
         }
     }
     fn asleep(&self, i: usize) -> bool {
-        self.value.is_none() && self.sleep.iter().any(|(t, _)| *t == self.cands[i].tid)
+        self.value.is_none() && self.sleep.iter().any(|s| s.tid == self.cands[i].tid)
     }
 }
 
@@ -930,10 +982,10 @@ pub fn explore(
                     Decision::Thread { tid, .. } => Some(tid),
                     Decision::Value { .. } => n.last,
                 };
-                let sleep = if opts.reduction == Reduction::Dpor && opts.preempt == Preempt::All {
-                    child_sleep(n)
-                } else {
-                    Vec::new()
+                let sleep = match (opts.reduction, n.value) {
+                    (Reduction::Dpor, None) => next_sleep(&sleepers_below(n), &n.cands[n.taken]),
+                    (Reduction::Dpor, Some(_)) => n.sleep.clone(),
+                    (Reduction::None, _) => Vec::new(),
                 };
                 (last, sleep)
             }
@@ -986,25 +1038,25 @@ pub fn explore(
             });
             let last = last.flatten();
             let sleep = match prev {
-                Some(p) if opts.reduction == Reduction::Dpor && opts.preempt == Preempt::All => {
-                    let mut s = child_sleep(p);
-                    // Events run between the two decisions wake sleepers
-                    // they conflict with.
-                    let from = if p.value.is_none() {
-                        p.event + 1
-                    } else {
-                        p.event
-                    };
+                Some(p) if opts.reduction == Reduction::Dpor => {
+                    let mut s = sleepers_below(p);
+                    // The events run between the two decisions (the chosen
+                    // thread's own first) wake the sleepers they conflict
+                    // with.
                     for (e, &f) in r
                         .events
-                        .get(from..cp.event)
+                        .get(p.event..cp.event)
                         .unwrap_or(&[])
                         .iter()
-                        .zip(feet.get(from..cp.event).unwrap_or(&[]))
+                        .zip(feet.get(p.event..cp.event).unwrap_or(&[]))
                     {
-                        s.retain(|(t, q)| *t != e.tid && !conflict(pending_foot(q), f));
+                        s.retain(|z| !z.woken_by(e.tid, f));
                     }
-                    s.retain(|(t, q)| cp.candidates.iter().any(|c| c.tid == *t && c.pending == *q));
+                    s.retain(|z| {
+                        cp.candidates
+                            .iter()
+                            .any(|c| c.tid == z.tid && c.pending == z.pending)
+                    });
                     s
                 }
                 _ => Vec::new(),
@@ -1077,6 +1129,7 @@ pub fn explore(
                 cost,
                 used,
                 sleep,
+                steps: vec![None; n_opts],
                 event: cp.event,
                 branchable,
                 banned,
@@ -1087,6 +1140,9 @@ pub fn explore(
             nodes.push(node);
         }
         nodes.truncate(r.decisions.len());
+        if opts.reduction == Reduction::Dpor {
+            record_steps(&mut nodes, &r.events, &feet);
+        }
         let hb = happens_before(&r.events, &feet, r.threads as usize);
         if opts.reduction == Reduction::Dpor {
             add_backtracks(&mut nodes, &r.events, &hb);
@@ -1208,20 +1264,58 @@ pub fn explore(
     Ok(report)
 }
 
-/// The sleep set below node `n` for its current choice: the threads already
-/// explored here (and the node's own sleepers) whose next event does not
-/// conflict with the chosen one.
-fn child_sleep(n: &Node) -> Vec<(Tid, Pending)> {
-    if n.value.is_some() {
-        return n.sleep.clone();
-    }
+/// The sleepers below node `n` for its current choice, before the chosen
+/// step runs: the node's own sleepers and the options already explored here
+/// (whose steps are recorded).
+fn sleepers_below(n: &Node) -> Vec<Sleeper> {
     let mut s = n.sleep.clone();
+    if n.value.is_some() {
+        return s;
+    }
     for (j, c) in n.cands.iter().enumerate() {
-        if n.done[j] && j != n.taken && !s.iter().any(|(t, _)| *t == c.tid) {
-            s.push((c.tid, c.pending));
+        if !n.done[j] || j == n.taken || s.iter().any(|z| z.tid == c.tid) {
+            continue;
+        }
+        if let Some(feet) = &n.steps[j] {
+            s.push(Sleeper {
+                tid: c.tid,
+                pending: c.pending,
+                feet: feet.clone(),
+            });
         }
     }
-    next_sleep(&s, &n.cands[n.taken])
+    s
+}
+
+/// Records, for each thread decision of the path that may branch, the
+/// footprint of the step its current choice led to in this run: the chosen
+/// thread's events from the decision up to the next decision that may
+/// branch (or the first event of another thread). A step that contains a
+/// value decision is recorded as `None`.
+fn record_steps(nodes: &mut [Node], events: &[Event], feet: &[Foot]) {
+    let mut end = events.len();
+    // A value decision was made between this node and `end` (possibly by
+    // another thread: then the step is only treated more cautiously).
+    let mut value_inside = false;
+    for n in nodes.iter_mut().rev() {
+        if n.value.is_some() {
+            value_inside = true;
+            continue;
+        }
+        if !n.branchable {
+            continue;
+        }
+        let tid = n.cands[n.taken].tid;
+        let from = n.event.min(end);
+        let len = events[from..end]
+            .iter()
+            .take_while(|e| e.tid == tid)
+            .count();
+        n.steps[n.taken] =
+            (!value_inside).then(|| step_feet(feet[from..from + len].iter().copied()));
+        end = from;
+        value_inside = false;
+    }
 }
 
 /// Source-DPOR: for each race `i ⋖ j` of the run, makes sure an initial of
