@@ -303,6 +303,9 @@ fn explore_dpor_agrees_with_none_on_a_spin_loop_and_proves_fixed_variants() {
     );
     let r = explore_target("deadlock_abba.c", true, &[], &o);
     assert!(r.exhaustive(&o) && r.failing == 0, "{} failing", r.failing);
+    // And proves race_bank's fixed build at the size (2×2).
+    let r = explore_target("race_bank.c", true, &["2", "2"], &o);
+    assert!(r.exhaustive(&o) && r.failing == 0, "{} failing", r.failing);
 }
 
 #[test]
