@@ -3,11 +3,12 @@
 //! * `instrument/*`: instrumentation throughput (MB/s of original module) on
 //!   the bundled race_bank and codeblock modules at granularity `all`.
 //! * `kernel/*`: the run-time cost of instrumentation on an access-heavy
-//!   single-threaded kernel (`tests/programs/inst_kernel.c`, ~1.2 million
-//!   plain loads/stores), all three under plain wasmtime with real threads
-//!   (`runtime::plain`): the original module, and the instrumented module at
-//!   `sync` and at `all` with no-op hooks. The ratios instrumented/original
-//!   are printed at the end.
+//!   single-threaded kernel (`tests/programs/inst_kernel.c` with 1,000
+//!   rounds, ~12 million plain loads/stores), all three under plain wasmtime
+//!   with real threads (`runtime::plain`): the original module, and the
+//!   instrumented module at `sync` and at `all` with no-op hooks. The ratios
+//!   instrumented/original are printed at the end, measured side by side:
+//!   31 rounds that each run every variant once.
 //!
 //! `cargo bench --bench instrument` takes about a minute.
 
@@ -104,17 +105,21 @@ fn run_rounds(p: &PlainProgram, rounds: &str) -> PlainOutcome {
     o
 }
 
-/// Median wall time of `n` runs of `rounds` rounds.
-fn median(p: &PlainProgram, rounds: &str, n: usize) -> Duration {
-    let mut t: Vec<Duration> = (0..n)
-        .map(|_| {
-            let s = Instant::now();
-            run_rounds(p, rounds);
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[n / 2]
+/// Wall time of one run of `rounds` rounds.
+fn timed(p: &PlainProgram, rounds: &str) -> Duration {
+    let s = Instant::now();
+    run_rounds(p, rounds);
+    s.elapsed()
+}
+
+/// Rounds of the side-by-side measurement.
+const SIDE_ROUNDS: usize = 31;
+
+/// The median and the quartiles of `v`.
+fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: usize| v[(v.len() - 1) * q / 4];
+    (at(2), at(1), at(3))
 }
 
 fn kernel_overhead(c: &mut Criterion) {
@@ -137,31 +142,58 @@ fn kernel_overhead(c: &mut Criterion) {
     }
     g.finish();
 
-    // Side-by-side ratios from interleaved medians (criterion reports each
-    // variant on its own).
-    // A run also instantiates the module, starts an OS thread and WASI:
-    // the same runs with 0 rounds measure that fixed cost, which is
-    // subtracted for the kernel-only ratios.
-    let mut times = [Duration::ZERO; 3];
-    let mut fixed = [Duration::ZERO; 3];
-    for (i, v) in variants.iter().enumerate() {
-        times[i] = median(&v.program, ROUNDS, 15);
-        fixed[i] = median(&v.program, "0", 15);
+    // Side by side: each round runs every variant once, in an order that
+    // rotates from round to round, and each instrumented run is divided by
+    // the original run of the same round; the figures are the median and
+    // quartiles of those ratios. (Timing each variant in a block of its own
+    // lets the machine's drift between blocks into the ratio.) A run also
+    // instantiates the module, starts an OS thread and WASI: the same runs
+    // with 0 rounds measure that fixed cost, and the kernel-only ratios
+    // subtract its median.
+    let n = variants.len();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut fixed: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for r in 0..SIDE_ROUNDS {
+        for k in 0..n {
+            let i = (r + k) % n;
+            times[i].push(timed(&variants[i].program, ROUNDS).as_secs_f64());
+            fixed[i].push(timed(&variants[i].program, "0").as_secs_f64());
+        }
     }
-    let ratio = |i: usize| times[i].as_secs_f64() / times[0].as_secs_f64();
-    let kernel = |i: usize| times[i].saturating_sub(fixed[i]).as_secs_f64();
-    let kratio = |i: usize| kernel(i) / kernel(0);
-    println!(
-        "kernel medians: original {:?}, sync {:?}, all {:?} (fixed cost per run {:?} / {:?} / {:?})",
-        times[0], times[1], times[2], fixed[0], fixed[1], fixed[2]
+    let fixed_median: Vec<f64> = fixed.iter_mut().map(|f| quartiles(f).0).collect();
+    let mut line =
+        format!("side by side over {SIDE_ROUNDS} rounds ({ROUNDS} kernel rounds per run):");
+    for i in 1..n {
+        let mut whole: Vec<f64> = (0..SIDE_ROUNDS)
+            .map(|r| times[i][r] / times[0][r])
+            .collect();
+        let mut kernel: Vec<f64> = (0..SIDE_ROUNDS)
+            .map(|r| (times[i][r] - fixed_median[i]) / (times[0][r] - fixed_median[0]))
+            .collect();
+        let (m, lo, hi) = quartiles(&mut whole);
+        let (km, klo, khi) = quartiles(&mut kernel);
+        // Noise only ever adds time: the fastest runs are the least
+        // disturbed, and their ratio is the steadiest figure.
+        let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let best = fastest(&times[i]) / fastest(&times[0]);
+        line += &format!(
+            "\n  {}/original: {m:.3}x per run (quartiles {lo:.3}–{hi:.3}), kernel only {km:.3}x ({klo:.3}–{khi:.3}), fastest/fastest {best:.3}x",
+            variants[i].name
+        );
+    }
+    let median_ms = |v: &mut Vec<f64>| quartiles(v).0 * 1e3;
+    line += &format!(
+        "\n  medians per run: {}; fixed cost per run: {}",
+        (0..n)
+            .map(|i| format!("{} {:.3} ms", variants[i].name, median_ms(&mut times[i])))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (0..n)
+            .map(|i| format!("{:.1} µs", fixed_median[i] * 1e6))
+            .collect::<Vec<_>>()
+            .join(" / ")
     );
-    println!(
-        "ratios per run: sync/original {:.2}, all/original {:.2}; kernel only: sync/original {:.2}, all/original {:.2}",
-        ratio(1),
-        ratio(2),
-        kratio(1),
-        kratio(2)
-    );
+    println!("{line}");
 }
 
 criterion_group!(benches, instrumentation_throughput, kernel_overhead);
