@@ -356,11 +356,10 @@ enum Reference {
     Preemptions2,
 }
 
-/// DPOR against no reduction on every bundled target, buggy and fixed
-/// where the fixed variant is not already proved elsewhere (small
-/// arguments where the target takes them): the same
-/// outcome set (verdict signature, exit code, failing or not), far fewer
-/// schedules. Prints the schedule counts.
+/// DPOR against no reduction on every bundled target, buggy and fixed where
+/// the fixed variant is not proved elsewhere (small arguments where the
+/// target takes them): the same outcome set (verdict signature, exit code,
+/// failing or not), far fewer schedules. Prints the schedule counts.
 #[test]
 fn explore_dpor_matches_none_on_the_bundled_targets() {
     use Reference::*;

@@ -542,6 +542,14 @@ impl Sleeper {
     fn woken_by(&self, tid: Tid, f: Foot) -> bool {
         self.tid == tid || self.feet.iter().any(|&g| conflict(g, f))
     }
+
+    /// Whether the sleeper is still among `cands`, about to do the same
+    /// thing as when it fell asleep.
+    fn among(&self, cands: &[Candidate]) -> bool {
+        cands
+            .iter()
+            .any(|c| c.tid == self.tid && c.pending == self.pending)
+    }
 }
 
 /// Longest step footprint kept exactly; a longer one is summarised as
@@ -585,11 +593,7 @@ impl Strategy for Guide {
     fn reset(&mut self, _seed: u64) {}
     fn pick_thread(&mut self, choice: &Choice) -> usize {
         let cands = choice.candidates;
-        self.sleep.retain(|s| {
-            cands
-                .iter()
-                .any(|c| c.tid == s.tid && c.pending == s.pending)
-        });
+        self.sleep.retain(|s| s.among(cands));
         let order = default_order(choice.current, cands, self.last);
         let pick = order
             .iter()
@@ -1052,11 +1056,7 @@ pub fn explore(
                     {
                         s.retain(|z| !z.woken_by(e.tid, f));
                     }
-                    s.retain(|z| {
-                        cp.candidates
-                            .iter()
-                            .any(|c| c.tid == z.tid && c.pending == z.pending)
-                    });
+                    s.retain(|z| z.among(&cp.candidates));
                     s
                 }
                 _ => Vec::new(),
