@@ -670,3 +670,97 @@ fn the_fast_path_changes_nothing() {
     let engaged = results.iter().filter(|(_, s)| *s > 0).count();
     eprintln!("fast path engaged in {engaged} of {} jobs", results.len());
 }
+
+/// The preemption budget kept in a function-local copy (the default) counts
+/// exactly as the budget kept in its global at every budget point: same
+/// events, step for step, on the bundled targets and on a program that
+/// leaves its functions every way C can (`budget_exits.c`), with a small
+/// budget so that budget events are frequent.
+#[test]
+fn the_budget_local_counts_like_the_global() {
+    use heddle::instrument::Config;
+    use heddle::model::EventKind;
+    use heddle::runtime::RaceMode;
+    let m = manifest();
+    let mut jobs: Vec<(String, Vec<String>, bool, Granularity, u64)> = Vec::new();
+    for e in &m.targets {
+        let seeds = if e.name == "race_bank_4x25" { 2 } else { 8 };
+        for fixed in [false, true] {
+            jobs.push((
+                e.source.clone(),
+                e.args.clone(),
+                fixed,
+                Granularity::Sync,
+                seeds,
+            ));
+        }
+    }
+    for granularity in [Granularity::Sync, Granularity::All] {
+        jobs.push((
+            "../tests/programs/budget_exits.c".into(),
+            Vec::new(),
+            false,
+            granularity,
+            30,
+        ));
+    }
+    let budget_events = par_map(&jobs, |(source, args, fixed, granularity, seeds)| {
+        let bytes = match source.strip_prefix("../") {
+            Some(path) => std::fs::read(build(path, &[])).unwrap(),
+            None => target_module(source, *fixed),
+        };
+        let program = |budget_in_global| {
+            Program::new(
+                &bytes,
+                &Config {
+                    granularity: *granularity,
+                    memcheck: Some(false),
+                    budget_in_global,
+                    ..Config::default()
+                },
+            )
+            .expect("program")
+        };
+        let (local, global) = (program(false), program(true));
+        let mut budgets = 0;
+        for seed in 0..*seeds {
+            let cfg = RunConfig {
+                args: args.clone(),
+                seed,
+                strategy: ["random", "pct:3", "rr"][seed as usize % 3].to_string(),
+                races: RaceMode::Off,
+                budget: (1, 12),
+                max_steps: 200_000,
+                record_events: true,
+                ..RunConfig::default()
+            };
+            let a = run(&local, &cfg);
+            let b = run(&global, &cfg);
+            let what = format!("{source} {args:?} fixed={fixed} {granularity:?} seed {seed}");
+            assert_eq!(a.verdict, b.verdict, "{what}: verdict");
+            if let Some(i) = (0..a.events.len().max(b.events.len()))
+                .find(|&i| a.events.get(i) != b.events.get(i))
+            {
+                panic!(
+                    "{what}: event {i} differs: local {:?}, global {:?}",
+                    a.events.get(i),
+                    b.events.get(i)
+                );
+            }
+            assert_eq!(a.decisions, b.decisions, "{what}: decisions");
+            assert_eq!(a.steps, b.steps, "{what}: steps");
+            assert_eq!(a.stdout, b.stdout, "{what}: stdout");
+            budgets += a
+                .events
+                .iter()
+                .filter(|e| e.kind == EventKind::Budget)
+                .count();
+        }
+        budgets
+    });
+    let exits = &budget_events[budget_events.len() - 2..];
+    assert!(
+        exits.iter().all(|&n| n > 1_000),
+        "budget_exits.c had too few budget events to compare: {exits:?}"
+    );
+}

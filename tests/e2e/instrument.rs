@@ -1451,3 +1451,80 @@ fn codeblock_trap_symbolizes_to_executor_lines() {
         seen.iter().take(3).collect::<Vec<_>>()
     );
 }
+
+/// The instrumented module marks the `if`s that guard its cold paths (the
+/// budget hook, the guarded yield points, the switch after a hook) with
+/// not-taken branch hints, so that wasmtime lays their host calls out of
+/// line: the hint section comes before the code, names defined functions,
+/// and every hint points at an `if` of that function's new body.
+#[test]
+fn cold_paths_carry_branch_hints_at_ifs() {
+    use wasmparser::KnownCustom;
+    let bytes = target_module("race_bank.c", false);
+    for granularity in [Granularity::Sync, Granularity::All] {
+        let inst = instrument_ok(
+            &bytes,
+            &Config {
+                granularity,
+                ..Config::default()
+            },
+        );
+        let mut hints: Vec<(u32, Vec<(u32, bool)>)> = Vec::new();
+        let mut hint_sections = 0;
+        let mut bodies: Vec<usize> = Vec::new();
+        let mut imported = 0u32;
+        for payload in Parser::new(0).parse_all(&inst.module) {
+            match payload.expect("parse") {
+                Payload::ImportSection(r) => {
+                    for imp in r.into_imports() {
+                        if matches!(imp.expect("import").ty, wasmparser::TypeRef::Func(_)) {
+                            imported += 1;
+                        }
+                    }
+                }
+                Payload::CustomSection(c) => {
+                    if let KnownCustom::BranchHints(r) = c.as_known() {
+                        hint_sections += 1;
+                        assert!(bodies.is_empty(), "{granularity:?}: hints after the code");
+                        for f in r {
+                            let f = f.expect("hint function");
+                            let hs = f.hints.into_iter().map(|h| h.expect("hint"));
+                            hints.push((f.func, hs.map(|h| (h.func_offset, h.taken)).collect()));
+                        }
+                    }
+                }
+                Payload::CodeSectionEntry(body) => {
+                    bodies.push(body.get_binary_reader().original_position());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(hint_sections, 1, "{granularity:?}: hint sections");
+        let mut hinted = 0;
+        for (func, hs) in &hints {
+            let start = bodies[(func - imported) as usize];
+            for &(at, taken) in hs {
+                assert!(
+                    !taken,
+                    "{granularity:?}: func {func} hint at {at} says taken"
+                );
+                assert_eq!(
+                    inst.module[start + at as usize],
+                    0x04,
+                    "{granularity:?}: func {func} hint at {at} is not at an `if`"
+                );
+                hinted += 1;
+            }
+        }
+        let budget_points = inst
+            .sites
+            .sites
+            .iter()
+            .filter(|s| matches!(s.kind, SiteKind::BackEdge | SiteKind::Entry))
+            .count();
+        assert!(
+            hinted >= budget_points && budget_points > 0,
+            "{granularity:?}: {hinted} hints for {budget_points} budget points"
+        );
+    }
+}

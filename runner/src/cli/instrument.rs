@@ -47,6 +47,7 @@ impl InstrumentOpts {
             include_files: self.include_files.clone(),
             exclude_files: self.exclude_files.clone(),
             memcheck: self.memcheck,
+            budget_in_global: false,
         }
     }
 }

@@ -52,7 +52,7 @@ pub use rewrite::RtImport;
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 8;
+pub const INSTRUMENTER_VERSION: u32 = 9;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -105,6 +105,13 @@ pub struct Config {
     /// checks): `None` means on at granularity `all`, off at `sync`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memcheck: Option<bool>,
+    /// Keep the preemption budget in its global at every budget point,
+    /// instead of in a function-local copy that is synchronised at calls and
+    /// exits (the default, which keeps a loop's budget in a register). Both
+    /// forms count exactly the same; this one is the plain reference the
+    /// tests compare the default against.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_in_global: bool,
 }
 
 impl Config {
@@ -121,6 +128,9 @@ impl Config {
             self.granularity,
             if self.memcheck() { "on" } else { "off" }
         );
+        if self.budget_in_global {
+            s.push_str(" budget=global");
+        }
         for (k, v) in [
             ("include-funcs", &self.include_funcs),
             ("exclude-funcs", &self.exclude_funcs),

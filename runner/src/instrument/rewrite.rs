@@ -529,6 +529,7 @@ struct Scratch {
     f: u32, // f32
     g: u32, // f64
     h: u32, // v128
+    l: u32, // i32: the preemption budget, when kept in a local
     r: u32, // i32: a call's result
     q: u32, // i32: a fourth call argument
 }
@@ -736,6 +737,12 @@ struct Emitter<'a> {
     remap: &'a mut Remap,
     /// (relative offset in new body, original module offset, fixed).
     runs: Vec<(u32, u32, bool)>,
+    /// Offsets in the new body of the `if`s that guard a cold path (a host
+    /// call the fast path does not take), for the branch-hint section.
+    cold_ifs: Vec<u32>,
+    /// The local that mirrors the budget global in this function, if any:
+    /// see [`Emitter::budget_point`].
+    budget_local: Option<u32>,
 }
 
 impl Emitter<'_> {
@@ -744,7 +751,49 @@ impl Emitter<'_> {
     }
 
     fn ins(&mut self, i: Instruction) {
+        let call = matches!(
+            i,
+            Instruction::Call(_) | Instruction::CallIndirect { .. } | Instruction::CallRef(_)
+        );
+        let tail_call = matches!(
+            i,
+            Instruction::ReturnCall(_)
+                | Instruction::ReturnCallIndirect { .. }
+                | Instruction::ReturnCallRef(_)
+        );
+        if call || tail_call {
+            self.store_budget();
+        }
         self.func.instruction(&i);
+        if call {
+            self.reload_budget();
+        }
+    }
+
+    /// Before a call or a way out of the function: the callee's budget
+    /// points, or the caller's after the return, continue from the global.
+    fn store_budget(&mut self) {
+        if let Some(l) = self.budget_local {
+            self.func.instruction(&Instruction::LocalGet(l));
+            self.func
+                .instruction(&Instruction::GlobalSet(self.budget_global));
+        }
+    }
+
+    /// After a call: the callee (its own budget points, or a host hook that
+    /// starts a new slice) may have changed the budget global.
+    fn reload_budget(&mut self) {
+        if let Some(l) = self.budget_local {
+            self.func
+                .instruction(&Instruction::GlobalGet(self.budget_global));
+            self.func.instruction(&Instruction::LocalSet(l));
+        }
+    }
+
+    /// An `if` whose body is a cold path.
+    fn cold_if(&mut self) {
+        self.cold_ifs.push(self.pos());
+        self.ins(Instruction::If(BlockType::Empty));
     }
 
     fn pos(&self) -> u32 {
@@ -757,7 +806,7 @@ impl Emitter<'_> {
         let g = self.budget_global + 1;
         self.ins(Instruction::GlobalGet(g));
         self.ins(Instruction::I32Eqz);
-        self.ins(Instruction::If(BlockType::Empty));
+        self.cold_if();
         self.yield_point(site, addr_local);
         self.ins(Instruction::Else);
         self.ins(Instruction::GlobalGet(g));
@@ -779,21 +828,39 @@ impl Emitter<'_> {
     }
 
     fn switch_if(&mut self) {
-        self.ins(Instruction::If(BlockType::Empty));
+        self.cold_if();
         self.ins(Instruction::Call(self.rt(RtImport::Switch)));
         self.ins(Instruction::End);
     }
 
     /// Decrement the budget; call `budget(site)` when it reaches zero.
+    ///
+    /// With a budget local (see [`Emitter::budget_local`]) the decrement
+    /// touches only the local, so a loop's budget is a register and not a
+    /// load that waits on the previous iteration's store. The global stays
+    /// the budget's home between functions and towards the host: the local
+    /// is loaded from it at function entry and after every call, and
+    /// written back before every call and every way out of the function.
+    /// (The host only ever writes the global, from within a call.)
     fn budget_point(&mut self, site: u32) {
         let g = self.budget_global;
-        self.ins(Instruction::GlobalGet(g));
-        self.ins(Instruction::I32Const(1));
-        self.ins(Instruction::I32Sub);
-        self.ins(Instruction::GlobalSet(g));
-        self.ins(Instruction::GlobalGet(g));
+        match self.budget_local {
+            Some(l) => {
+                self.ins(Instruction::LocalGet(l));
+                self.ins(Instruction::I32Const(1));
+                self.ins(Instruction::I32Sub);
+                self.ins(Instruction::LocalTee(l));
+            }
+            None => {
+                self.ins(Instruction::GlobalGet(g));
+                self.ins(Instruction::I32Const(1));
+                self.ins(Instruction::I32Sub);
+                self.ins(Instruction::GlobalSet(g));
+                self.ins(Instruction::GlobalGet(g));
+            }
+        }
         self.ins(Instruction::I32Eqz);
-        self.ins(Instruction::If(BlockType::Empty));
+        self.cold_if();
         self.ins(Instruction::I32Const(site as i32));
         self.ins(Instruction::Call(self.rt(RtImport::Budget)));
         self.ins(Instruction::End);
@@ -801,7 +868,7 @@ impl Emitter<'_> {
 
     fn original(&mut self, op: Operator) -> Result<()> {
         let i = reenc(self.remap.instruction(op))?;
-        self.func.instruction(&i);
+        self.ins(i);
         Ok(())
     }
 
@@ -830,6 +897,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     let mut sites: Vec<Site> = Vec::new();
     let mut funcs: Vec<FuncInfo> = Vec::new();
     let mut func_runs: Vec<Vec<(u32, u32, bool)>> = Vec::new();
+    let mut hints = wasm_encoder::BranchHints::new();
     let mut defined_index = facts.imported_funcs;
     let mut data_start: Option<u32> = None;
 
@@ -1068,8 +1136,15 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     is_start,
                     plain: user && cfg.granularity == super::Granularity::All && !is_start,
                     catch_thread_start: facts.imports_thread_exit && thread_start_c == Some(index),
+                    budget_in_global: cfg.budget_in_global,
                 };
-                let (func, runs, new_allocs, init_data) = rewrite_body(
+                let Body {
+                    func,
+                    runs,
+                    allocs: new_allocs,
+                    init_data,
+                    cold_ifs,
+                } = rewrite_body(
                     &body,
                     fv,
                     &ctx,
@@ -1093,8 +1168,21 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 });
                 code.as_mut().expect("code section").function(&func);
                 func_runs.push(runs);
+                if !cold_ifs.is_empty() {
+                    hints.function_hints(
+                        index + RtImport::COUNT,
+                        cold_ifs.iter().map(|&at| wasm_encoder::BranchHint {
+                            branch_func_offset: at,
+                            branch_hint_value: 0,
+                        }),
+                    );
+                }
                 code_seen += 1;
                 if code_seen == code_count {
+                    // The hint section goes before the code it describes.
+                    if !hints.is_empty() {
+                        module.section(&hints);
+                    }
                     module.section(code.as_ref().expect("code section"));
                 }
             }
@@ -1102,6 +1190,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 if c.name().starts_with(".debug_")
                     || c.name().starts_with("reloc.")
                     || c.name() == "linking"
+                    || c.name() == "metadata.code.branch_hint"
                 {
                     continue;
                 }
@@ -1193,17 +1282,22 @@ struct FuncCtx<'a> {
     plain: bool,
     /// Replace the start routine's `call_indirect` with `call_catching`.
     catch_thread_start: bool,
+    /// See [`Config::budget_in_global`].
+    budget_in_global: bool,
 }
 
-/// A rewritten function body: the function, its offset runs, the
-/// validator's allocations (for reuse) and, for the start function, the
-/// lowest address it initialises.
-type Body = (
-    Function,
-    Vec<(u32, u32, bool)>,
-    FuncValidatorAllocations,
-    Option<u32>,
-);
+/// A rewritten function body.
+struct Body {
+    func: Function,
+    /// Offset runs (see [`compress_runs`]).
+    runs: Vec<(u32, u32, bool)>,
+    /// The validator's allocations, for reuse.
+    allocs: FuncValidatorAllocations,
+    /// For the start function, the lowest address it initialises.
+    init_data: Option<u32>,
+    /// Offsets (in the new body) of the `if`s that guard cold paths.
+    cold_ifs: Vec<u32>,
+}
 
 #[allow(clippy::too_many_arguments)]
 fn rewrite_body<'a>(
@@ -1234,6 +1328,7 @@ fn rewrite_body<'a>(
     let mut frame = FrameAnalysis::new(facts.sp_global, params, fv.len_locals());
     let mut reader = body.get_operators_reader()?;
     let mut uses_v128 = false;
+    let mut uses_exceptions = false;
     while !reader.eof() {
         let (op, offset) = reader.read_with_offset()?;
         let arity = op.operator_arity(&fv);
@@ -1248,6 +1343,14 @@ fn rewrite_body<'a>(
         ) {
             uses_v128 = true;
         }
+        uses_exceptions |= matches!(
+            op,
+            Operator::Try { .. }
+                | Operator::TryTable { .. }
+                | Operator::Catch { .. }
+                | Operator::CatchAll
+                | Operator::Delegate { .. }
+        );
         let depth = fv.control_stack_height();
         let access = frame.step(&op, arity, depth, class.and_then(|c| c.addr_use()));
         fv.op(offset, &op)
@@ -1276,12 +1379,14 @@ fn rewrite_body<'a>(
         e: base + 6,
         f: base + 7,
         g: base + 8,
-        h: base + 9,
+        l: base + 9,
+        h: base + 10,
     };
     locals.push((5, ValType::I32));
     locals.push((2, ValType::I64));
     locals.push((1, ValType::F32));
     locals.push((1, ValType::F64));
+    locals.push((1, ValType::I32));
     if uses_v128 {
         locals.push((1, ValType::V128));
     }
@@ -1293,6 +1398,8 @@ fn rewrite_body<'a>(
         imported_funcs: facts.imported_funcs,
         remap,
         runs: Vec::new(),
+        cold_ifs: Vec::new(),
+        budget_local: None,
     };
 
     let new_site = |sites: &mut Vec<Site>,
@@ -1324,6 +1431,12 @@ fn rewrite_body<'a>(
     let entry_offset = ops.first().map(|o| o.1).unwrap_or(body.range().start);
     if ctx.user && !ctx.is_start {
         em.mark(entry_offset as u32, true);
+        // A catch handler would be entered with a stale local: functions
+        // that handle exceptions keep the budget in the global only.
+        if !uses_exceptions && !ctx.budget_in_global {
+            em.budget_local = Some(scratch.l);
+            em.reload_budget();
+        }
         let site = new_site(sites, SiteKind::Entry, false, 0, 0, entry_offset, None);
         em.budget_point(site);
     }
@@ -1334,8 +1447,33 @@ fn rewrite_body<'a>(
     let mut init_data: Option<u32> = None;
     let mut recent_consts: [Option<i32>; 3] = [None; 3];
 
+    // Open control frames, the function's own included: a branch of
+    // relative depth `depth - 1` leaves the function.
+    let mut depth = 1u32;
     for (op, offset, access) in ops {
         let orig = offset as u32;
+        if em.budget_local.is_some() {
+            let leaves = |d: u32| d + 1 == depth;
+            let exits = match &op {
+                Operator::Return => true,
+                Operator::End => depth == 1,
+                Operator::Br { relative_depth } | Operator::BrIf { relative_depth } => {
+                    leaves(*relative_depth)
+                }
+                Operator::BrTable { targets } => {
+                    leaves(targets.default()) || targets.targets().any(|t| t.is_ok_and(leaves))
+                }
+                _ => false,
+            };
+            if exits {
+                em.store_budget();
+            }
+        }
+        match &op {
+            Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => depth += 1,
+            Operator::End => depth -= 1,
+            _ => {}
+        }
         if unplaced_from < sites.len() {
             if let Some(loc) = debug.location(offset as u64).filter(|l| l.line > 0) {
                 for site in &mut sites[unplaced_from..] {
@@ -1506,9 +1644,13 @@ fn rewrite_body<'a>(
             }
         }
     }
-    let runs = std::mem::take(&mut em.runs);
-    let func = em.func;
-    Ok((func, compress_runs(runs), fv.into_allocations(), init_data))
+    Ok(Body {
+        func: em.func,
+        runs: compress_runs(em.runs),
+        allocs: fv.into_allocations(),
+        init_data,
+        cold_ifs: em.cold_ifs,
+    })
 }
 
 /// Drops run entries that the previous run's delta already implies.

@@ -237,6 +237,9 @@ fn new_engine() -> Result<Engine> {
     let mut c = wasmtime::Config::new();
     c.wasm_threads(true);
     c.shared_memory(true);
+    // heddle's rewriter marks its cold paths (host calls the fast path
+    // skips) with branch hints; they change code layout, never semantics.
+    c.wasm_branch_hinting(true);
     c.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64));
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     c.async_stack_size(2 << 20);

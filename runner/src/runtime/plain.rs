@@ -98,10 +98,22 @@ pub type MemoryFn<T> = fn(&mut Caller<'_, T>) -> Option<Extern>;
 /// other threads of a run can be stopped when one of them exits or traps.
 /// [`run_plain_module`] expects modules compiled with such an engine.
 pub fn engine() -> Result<Engine> {
+    engine_with(true)
+}
+
+/// [`engine`], with epoch interruption on or off. Off is wasmtime's default
+/// and what heddle's own engine does (it never needs to interrupt a guest);
+/// without it, the threads still running when one thread of a run exits or
+/// traps are not stopped, so it suits single-threaded measurements, where
+/// the per-loop epoch check would otherwise be part of every figure.
+pub fn engine_with(epochs: bool) -> Result<Engine> {
     let mut c = wasmtime::Config::new();
     c.wasm_threads(true);
     c.shared_memory(true);
-    c.epoch_interruption(true);
+    // heddle's rewriter marks its cold paths (host calls the fast path
+    // skips) with branch hints; they change code layout, never semantics.
+    c.wasm_branch_hinting(true);
+    c.epoch_interruption(epochs);
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
 }
