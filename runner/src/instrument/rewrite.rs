@@ -1447,15 +1447,21 @@ fn rewrite_body<'a>(
     let mut init_data: Option<u32> = None;
     let mut recent_consts: [Option<i32>; 3] = [None; 3];
 
-    // Open control frames, the function's own included: a branch of
-    // relative depth `depth - 1` leaves the function.
+    // Open control frames, the function's own included (tracked where the
+    // budget has a local): a branch of relative depth `depth - 1` leaves
+    // the function.
     let mut depth = 1u32;
     for (op, offset, access) in ops {
         let orig = offset as u32;
         if em.budget_local.is_some() {
             let leaves = |d: u32| d + 1 == depth;
             let exits = match &op {
-                Operator::Return => true,
+                // A throw may leave the function (no function with a
+                // handler has a budget local).
+                Operator::Return
+                | Operator::Throw { .. }
+                | Operator::ThrowRef
+                | Operator::Rethrow { .. } => true,
                 Operator::End => depth == 1,
                 Operator::Br { relative_depth } | Operator::BrIf { relative_depth } => {
                     leaves(*relative_depth)
@@ -1468,11 +1474,11 @@ fn rewrite_body<'a>(
             if exits {
                 em.store_budget();
             }
-        }
-        match &op {
-            Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => depth += 1,
-            Operator::End => depth -= 1,
-            _ => {}
+            match &op {
+                Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => depth += 1,
+                Operator::End => depth -= 1,
+                _ => {}
+            }
         }
         if unplaced_from < sites.len() {
             if let Some(loc) = debug.location(offset as u64).filter(|l| l.line > 0) {
