@@ -8,8 +8,16 @@
 //! end of a non-void function is `unreachable` at -O1, a trap that has nothing
 //! to do with concurrency). After linking, a module that contains one of
 //! wasm-ld's trap stubs is rejected with the symbol named.
+//!
+//! Modules are reproducible: the same sources, flags and toolchain give the
+//! same bytes whatever the checkout path, the cache path, the working
+//! directory, the user and the time. Debug info and `__FILE__` name files
+//! relative to the project root (the nearest directory above the sources
+//! holding `.git` or `heddle.toml`, else the sources' own directory), and
+//! the sysroot, clang's resource directory and the guest SDK under fixed
+//! names (`/heddle/sysroot`, `/heddle/resource`, `/heddle/sdk`).
 
-use super::{is_cxx_source, is_source, sdk, Toolchain};
+use super::{is_cxx_source, is_source, sdk, Flavor, Toolchain};
 use crate::modinfo::ModuleInfo;
 use crate::paths;
 use anyhow::{bail, Context, Result};
@@ -41,6 +49,9 @@ pub struct CcRequest {
     pub args: Vec<String>,
     /// Accept old C (see [`LEGACY_FLAGS`]).
     pub legacy: bool,
+    /// The directory file names in the module are relative to (default:
+    /// the project root above the working directory, see [`project_root`]).
+    pub root: Option<PathBuf>,
 }
 
 impl CcRequest {
@@ -127,12 +138,85 @@ pub fn target_flags(tc: &Toolchain) -> Vec<String> {
     v
 }
 
+/// The project root for files in `dir`: the nearest directory at or above
+/// it that holds `.git` or `heddle.toml`, else `dir` itself (canonical).
+pub fn project_root(dir: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    dir.ancestors()
+        .find(|d| d.join(".git").exists() || d.join("heddle.toml").exists())
+        .unwrap_or(&dir)
+        .to_path_buf()
+}
+
+/// The different spellings of `p`: as given, canonical, and (for the
+/// working directory) `$PWD`, which clang prefers when it names the same
+/// directory.
+fn spellings(p: &Path) -> Vec<PathBuf> {
+    let mut v = vec![p.to_path_buf()];
+    if let Ok(c) = p.canonicalize() {
+        v.push(c);
+    }
+    if let (Some(pwd), Ok(cwd)) = (std::env::var_os("PWD"), std::env::current_dir()) {
+        let pwd = PathBuf::from(pwd);
+        if let (Ok(a), Ok(b)) = (pwd.canonicalize(), cwd.canonicalize()) {
+            if a == b {
+                if let Ok(rel) = p.strip_prefix(&cwd) {
+                    v.push(pwd.join(rel));
+                }
+            }
+        }
+    }
+    v.retain(|x| x.is_absolute());
+    v.dedup();
+    v
+}
+
+/// `-ffile-prefix-map` flags that take every machine-specific directory out
+/// of the module (debug info and `__FILE__`): `root` becomes `.`, the
+/// toolchain's directories fixed names. clang applies the last matching
+/// map, so the more specific toolchain maps come after the root's.
+pub fn path_map_flags(tc: &Toolchain, root: &Path) -> Vec<String> {
+    let mut maps: Vec<(PathBuf, &str)> = Vec::new();
+    for r in spellings(root) {
+        maps.push((r, "."));
+    }
+    if let Flavor::WasiSdk { root, .. } = &tc.flavor {
+        for r in spellings(root) {
+            maps.push((r, "/heddle/wasi-sdk"));
+        }
+    }
+    for r in spellings(&tc.sysroot) {
+        maps.push((r, "/heddle/sysroot"));
+    }
+    if let Some(res) = &tc.resource_dir {
+        for r in spellings(res) {
+            maps.push((r, "/heddle/resource"));
+        }
+    }
+    if let Some(sdk) = tc.sdk_include.parent() {
+        for r in spellings(sdk) {
+            maps.push((r, "/heddle/sdk"));
+        }
+    }
+    let mut v = vec!["-fdebug-compilation-dir=.".to_string()];
+    v.extend(
+        maps.into_iter()
+            .map(|(from, to)| format!("-ffile-prefix-map={}={to}", from.display())),
+    );
+    v
+}
+
 /// The full clang command line for `req` (without running it).
 pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     let cxx = req.is_cxx();
     let mut cmd = Command::new(if cxx { &tc.clangxx } else { &tc.clang });
     cmd.args(target_flags(tc));
     cmd.arg("-g");
+    let root = req
+        .root
+        .clone()
+        .unwrap_or_else(|| project_root(&std::env::current_dir().unwrap_or_default()));
+    cmd.args(path_map_flags(tc, &root));
     if !req.args.iter().any(|a| a.starts_with("-O")) {
         cmd.arg("-O1");
     }
@@ -232,15 +316,34 @@ pub fn check_linked(bytes: &[u8]) -> Result<()> {
 
 /// Compiles `sources` (with extra clang `flags`) into a content-addressed
 /// cache entry and returns its path; a second call with unchanged inputs
-/// returns at once. The key covers the toolchain, the flags, each source and
-/// every header beside the sources.
+/// returns at once. The key covers everything that ends up in the module:
+/// the toolchain, the flags, each source's name (relative to the project
+/// root, as debug info records it) and contents, and every header beside
+/// the sources. Nothing in it depends on where the project or the cache is.
 pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> Result<PathBuf> {
-    let mut key = format!("heddle-cc-1\n{}\n{}\n", tc.identity, flags.join("\x1f"));
-    let mut dirs = Vec::new();
+    let mut canonical = Vec::new();
     for s in sources {
+        canonical.push(
+            s.canonicalize()
+                .with_context(|| format!("{}: cannot read source", s.display()))?,
+        );
+    }
+    let first_dir = canonical[0]
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let root = project_root(&first_dir);
+    let relative = |p: &Path| -> String {
+        p.strip_prefix(&root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut key = format!("heddle-cc-2\n{}\n{}\n", tc.identity, flags.join("\x1f"));
+    let mut dirs = Vec::new();
+    for s in &canonical {
         let text = fs::read(s).with_context(|| format!("{}: cannot read source", s.display()))?;
-        key.push_str(&paths::sha256_hex(&text));
-        key.push('\n');
+        key.push_str(&format!("{}={}\n", relative(s), paths::sha256_hex(&text)));
         let dir = s.parent().map(Path::to_path_buf).unwrap_or_default();
         if !dirs.contains(&dir) {
             dirs.push(dir);
@@ -267,7 +370,7 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
         headers.sort();
         for h in headers {
             if let Ok(text) = fs::read(&h) {
-                key.push_str(&format!("{}={}\n", h.display(), paths::sha256_hex(&text)));
+                key.push_str(&format!("{}={}\n", relative(&h), paths::sha256_hex(&text)));
             }
         }
     }
@@ -287,12 +390,13 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
     fs::create_dir_all(&tmp_dir)?;
     let tmp = tmp_dir.join(format!("{}.wasm", &hash[..32]));
     let mut args: Vec<String> = flags.to_vec();
-    args.extend(sources.iter().map(|s| s.display().to_string()));
+    args.extend(canonical.iter().map(|s| s.display().to_string()));
     args.push("-o".into());
     args.push(tmp.display().to_string());
     let req = CcRequest {
         args,
         legacy: false,
+        root: Some(root),
     };
     let res = compile(tc, &req).and_then(|_| Ok(fs::rename(&tmp, &out)?));
     let _ = fs::remove_dir_all(&tmp_dir);
@@ -307,6 +411,7 @@ mod tests {
         CcRequest {
             args: args.iter().map(|s| s.to_string()).collect(),
             legacy: false,
+            root: None,
         }
     }
 

@@ -85,6 +85,7 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
         let obj = src.with_extension("o");
         let mut cmd = Command::new(&tc.clang);
         cmd.args(super::compile::target_flags(tc))
+            .args(super::compile::path_map_flags(tc, &tmp))
             .args(EMULATION_DEFINES)
             // No -g: the compatibility library is library code, which runs
             // atomically between its own atomics.

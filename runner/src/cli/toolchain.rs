@@ -47,7 +47,11 @@ pub fn run(cmd: ToolchainCmd) -> Result<i32> {
 pub fn cc(mut args: Vec<String>) -> Result<i32> {
     let legacy = args.iter().any(|a| a == "--legacy");
     args.retain(|a| a != "--legacy");
-    let req = CcRequest { args, legacy };
+    let req = CcRequest {
+        args,
+        legacy,
+        root: None,
+    };
     // Bad arguments are reported before anything is installed.
     req.check()?;
     let tc = cc::ensure()?;
