@@ -44,7 +44,12 @@ pub struct ModuleInfo {
 
 /// Weak symbols that wasi-libc declares and leaves undefined on purpose: it
 /// compares their address with null before calling, so their stub never runs.
-pub const BENIGN_WEAK: &[&str] = &["__wasilibc_futex_wait_maybe_busy"];
+/// `__wasilibc_find_relpath_alloc` is defined only when `chdir` is linked in;
+/// without it, path lookups (`fopen`, `open`, `stat`) use the preopens alone.
+pub const BENIGN_WEAK: &[&str] = &[
+    "__wasilibc_futex_wait_maybe_busy",
+    "__wasilibc_find_relpath_alloc",
+];
 
 /// The WebAssembly magic number and version 1.
 const WASM_HEADER: &[u8] = b"\0asm\x01\0\0\0";
