@@ -138,10 +138,42 @@ impl Config {
             ("exclude-files", &self.exclude_files),
         ] {
             if !v.is_empty() {
-                s.push_str(&format!(" {k}={}", v.join(",")));
+                let items: Vec<String> = v.iter().map(|p| escape(p)).collect();
+                s.push_str(&format!(" {k}={}", items.join(",")));
             }
         }
         s
+    }
+
+    /// Reads a [`Config::describe`] line back (replay files record it). The
+    /// result describes itself exactly as `text` does.
+    pub fn parse_description(text: &str) -> Result<Config> {
+        let mut cfg = Config::default();
+        for part in text.split_whitespace() {
+            let (k, v) = part
+                .split_once('=')
+                .with_context(|| format!("bad instrumentation setting `{part}`"))?;
+            let list = || -> Result<Vec<String>> { v.split(',').map(unescape).collect() };
+            let flag = |on: &str, off: &str| -> Result<bool> {
+                match v {
+                    _ if v == on => Ok(true),
+                    _ if v == off => Ok(false),
+                    _ => bail!("bad instrumentation setting `{part}`"),
+                }
+            };
+            match k {
+                "granularity" => cfg.granularity = v.parse()?,
+                "memcheck" => cfg.memcheck = Some(flag("on", "off")?),
+                "budget" => cfg.budget_in_global = flag("global", "local")?,
+                "include-funcs" => cfg.include_funcs = list()?,
+                "exclude-funcs" => cfg.exclude_funcs = list()?,
+                "include-files" => cfg.include_files = list()?,
+                "exclude-files" => cfg.exclude_files = list()?,
+                _ => bail!("unknown instrumentation setting `{k}`"),
+            }
+        }
+        cfg.filters()?;
+        Ok(cfg)
     }
 
     fn globs(patterns: &[String]) -> Result<GlobSet> {
@@ -160,6 +192,45 @@ impl Config {
             exclude_files: Self::globs(&self.exclude_files)?,
         })
     }
+}
+
+/// `%`, `,` and whitespace in a pattern, percent-encoded for
+/// [`Config::describe`] (a glob such as `{a,b}` holds a comma).
+fn escape(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    for c in pattern.chars() {
+        if c == '%' || c == ',' || c.is_whitespace() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape`].
+fn unescape(text: &str) -> Result<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .with_context(|| format!("bad escape in instrumentation pattern `{text}`"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .with_context(|| format!("bad escape in instrumentation pattern `{text}`"))
 }
 
 /// Compiled include/exclude filters.
@@ -264,4 +335,73 @@ pub fn instrument_cached(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
     paths::write_atomic(&sites_path, &serde_json::to_vec(&inst.sites)?)?;
     paths::write_atomic(&wasm_path, &inst.module)?;
     Ok(inst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::rng::Rng;
+
+    /// Every configuration `describe` can write is read back to the same
+    /// configuration (up to `memcheck`'s default, which `describe` spells out).
+    #[test]
+    fn description_round_trips() {
+        let mut rng = Rng::new(20, 0);
+        let alphabet: Vec<char> = "ab*?{},% \t=[]-_./é".chars().collect();
+        let pattern = |rng: &mut Rng| -> String {
+            let n = rng.range(1, 8);
+            (0..n)
+                .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                .collect()
+        };
+        let mut checked = 0;
+        for _ in 0..6000 {
+            let patterns = |rng: &mut Rng| -> Vec<String> {
+                let n = rng.below(3);
+                (0..n).map(|_| pattern(rng)).collect()
+            };
+            let cfg = Config {
+                granularity: if rng.chance(0.5) {
+                    Granularity::All
+                } else {
+                    Granularity::Sync
+                },
+                include_funcs: patterns(&mut rng),
+                exclude_funcs: patterns(&mut rng),
+                include_files: patterns(&mut rng),
+                exclude_files: patterns(&mut rng),
+                memcheck: [None, Some(true), Some(false)][rng.below(3) as usize],
+                budget_in_global: rng.chance(0.5),
+            };
+            // Only configurations heddle accepts are ever written.
+            if cfg.filters().is_err() {
+                continue;
+            }
+            let text = cfg.describe();
+            let back = Config::parse_description(&text)
+                .unwrap_or_else(|e| panic!("`{text}` does not parse: {e:#}"));
+            let expected = Config {
+                memcheck: Some(cfg.memcheck()),
+                ..cfg.clone()
+            };
+            assert_eq!(back, expected, "`{text}`");
+            assert_eq!(back.describe(), text);
+            checked += 1;
+        }
+        assert!(checked > 500, "only {checked} valid configurations drawn");
+        // The case a replay reader once rejected.
+        let cfg = Config {
+            budget_in_global: true,
+            ..Config::default()
+        };
+        assert!(cfg.describe().contains("budget=global"));
+        assert!(
+            Config::parse_description(&cfg.describe())
+                .unwrap()
+                .budget_in_global
+        );
+        assert!(Config::parse_description("granularity=most").is_err());
+        assert!(Config::parse_description("colour=blue").is_err());
+        assert!(Config::parse_description("include-funcs=%G1").is_err());
+    }
 }
