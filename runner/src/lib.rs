@@ -22,6 +22,7 @@ pub mod observe;
 pub mod paths;
 pub mod plan;
 pub mod report;
+pub mod reproduce;
 pub mod runtime;
 pub mod sched;
 pub mod target;

@@ -1,6 +1,8 @@
 //! Resolving what the user names on the command line into module bytes: a
 //! `.wasm` file is read; a C/C++ source is compiled on the fly (through the
 //! content-addressed cache, installing the toolchain first if needed).
+//! Every module loaded is also kept in the cache under its own SHA-256, where
+//! a replay finds it without rebuilding (`heddle replay`).
 
 use crate::cc;
 use anyhow::{bail, Context, Result};
@@ -44,11 +46,45 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
     };
     let bytes = std::fs::read(&module_path)
         .with_context(|| format!("cannot read {}", module_path.display()))?;
-    crate::modinfo::ModuleInfo::parse(&bytes).with_context(|| format!("{}", path.display()))?;
+    let t = from_bytes(path, &module_path, cflags, bytes)?;
+    keep_by_hash(&t.bytes);
+    Ok(t)
+}
+
+/// A target from module bytes already read from `module_path`; `given` is
+/// what reports name (the source it was built from).
+pub fn from_bytes(
+    given: &Path,
+    module_path: &Path,
+    cflags: &[String],
+    bytes: Vec<u8>,
+) -> Result<Target> {
+    crate::modinfo::ModuleInfo::parse(&bytes)
+        .with_context(|| format!("{}", module_path.display()))?;
     Ok(Target {
-        given: path.to_path_buf(),
-        module_path,
+        given: given.to_path_buf(),
+        module_path: module_path.to_path_buf(),
         cflags: cflags.to_vec(),
         bytes,
     })
+}
+
+/// The cache entry of the module whose SHA-256 is `sha256`, if present.
+pub fn cached_by_hash(sha256: &str) -> Option<PathBuf> {
+    let p = crate::paths::cache_root()
+        .join("by-hash")
+        .join(format!("{sha256}.wasm"));
+    p.exists().then_some(p)
+}
+
+/// Keeps `bytes` in the cache under their SHA-256 (best effort: a cache that
+/// cannot be written only costs a rebuild later).
+pub fn keep_by_hash(bytes: &[u8]) {
+    let sha = crate::paths::sha256_hex(bytes);
+    if cached_by_hash(&sha).is_some() {
+        return;
+    }
+    if let Ok(dir) = crate::paths::cache_dir("by-hash") {
+        let _ = crate::paths::write_atomic(&dir.join(format!("{sha}.wasm")), bytes);
+    }
 }

@@ -8,9 +8,9 @@
 use super::journal::{Header, Identity, Journal, Line, RaceRec, Record, SiteName, SiteSet, Writer};
 use super::summary::{self, FailureStats, Summary, Timing};
 use super::{Portfolio, SeedPlan};
+use crate::reproduce;
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::target::Target;
-use crate::trace::replay::{ModuleRef, ReplayFile, RunSpec, ScheduleRecord, VerdictRecord, FORMAT};
 use crate::{paths, trace};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
@@ -372,9 +372,9 @@ impl Campaign<'_> {
                 cfg.seed
             );
         }
-        let file = replay_file(self.target, self.program, cfg, cfg.seed, &detailed);
+        let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, &detailed)?;
         let name = summary::replay_name(&id.target, detailed.verdict.kind(), cfg.seed);
-        paths::write_atomic(&out.join(name), file.to_toml()?.as_bytes())?;
+        reproduce::save(&out.join(name), &mut file, &self.target.bytes)?;
         Ok(detailed)
     }
 
@@ -597,47 +597,4 @@ pub fn identity_difference(a: &Identity, b: &Identity) -> String {
         d.push("--keep-going differs".to_string());
     }
     d.join("; ")
-}
-
-/// The replay file of a run.
-pub fn replay_file(
-    t: &Target,
-    program: &Program,
-    cfg: &RunConfig,
-    seed: u64,
-    r: &RunResult,
-) -> ReplayFile {
-    let mut f = ReplayFile {
-        format: FORMAT,
-        heddle: env!("CARGO_PKG_VERSION").into(),
-        module: ModuleRef {
-            sha256: program.module_sha256.clone(),
-            source: t.given.display().to_string(),
-            cflags: t.cflags.clone(),
-        },
-        run: RunSpec {
-            instrumentation: program.instrumentation.describe(),
-            strategy: r.strategy.clone(),
-            seed,
-            args: cfg.args.clone(),
-            env: cfg.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-            max_steps: cfg.max_steps,
-            max_time_ms: cfg.max_time_ns / 1_000_000,
-            budget: [cfg.budget.0, cfg.budget.1],
-            expected_exit: cfg.expected_exit,
-            races: cfg.races,
-        },
-        verdict: VerdictRecord {
-            kind: r.verdict.kind().into(),
-            signature: r.verdict.signature(),
-            summary: r.verdict.summary(),
-            output_sha256: r.output_hash(),
-        },
-        schedule: ScheduleRecord {
-            count: 0,
-            decisions: String::new(),
-        },
-    };
-    f.set_decisions(&r.decisions);
-    f
 }

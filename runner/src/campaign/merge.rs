@@ -101,10 +101,19 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged> {
     let mut missing_replays = Vec::new();
     for f in summary.failure.iter().filter(|f| !f.replay.is_empty()) {
         match dirs.iter().map(|d| d.join(&f.replay)).find(|p| p.exists()) {
-            Some(p) => replays.push((
-                f.replay.clone(),
-                std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?,
-            )),
+            Some(p) => {
+                let bytes =
+                    std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
+                // The module shipped beside the replay travels with it.
+                let module = crate::trace::replay::ReplayFile::load(&p)?.module.file;
+                if let Some(name) = module {
+                    let m = p.with_file_name(&name);
+                    if let Ok(b) = std::fs::read(&m) {
+                        replays.push((name, b));
+                    }
+                }
+                replays.push((f.replay.clone(), bytes));
+            }
             None => missing_replays.push(f.replay.clone()),
         }
     }

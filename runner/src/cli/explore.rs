@@ -1,11 +1,9 @@
 //! `heddle explore`: enumerate schedules systematically, print the outcome
 //! histogram, write the first failing schedule as a replay file.
 
-use super::fuzz::replay_file;
 use super::run::{print_output, RunOpts, TargetOpts};
 use super::{EXIT_BUG, EXIT_OK};
 use crate::explore::{self, Bound, Expect, Options, Reduction, Report};
-use crate::paths;
 use crate::runtime::{Program, RaceMode};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -180,7 +178,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     if detailed.decisions != f.result.decisions || detailed.divergence.is_some() {
         bail!("internal error: the failing schedule did not repeat with diagnostics on");
     }
-    let file = replay_file(&t, &program, &base, base.seed, &detailed);
+    let mut file = crate::reproduce::record(&t, &program, &base, base.seed, &detailed)?;
     let stem = t
         .given
         .file_stem()
@@ -191,7 +189,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         detailed.verdict.kind(),
         f.schedule
     ));
-    paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+    crate::reproduce::save(&path, &mut file, &t.bytes)?;
     println!("first failing schedule (#{}): {}", f.schedule, f.reason);
     if !f.interleaving.is_empty() {
         println!("  user interleaving:");

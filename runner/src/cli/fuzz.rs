@@ -6,10 +6,9 @@ use crate::campaign::journal::Journal;
 use crate::campaign::summary::{self, Summary, Timing};
 use crate::campaign::{self, exec, SeedPlan, Shard};
 use crate::report::json::{FailureDoc, VerdictDoc};
+use crate::reproduce;
 use crate::runtime::{Program, RunConfig};
-use crate::trace::replay::ReplayFile;
-use crate::{paths, sched, target};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -518,16 +517,35 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
     })
 }
 
-/// The replay file of a run (kept here for callers of the CLI module).
-pub use crate::campaign::exec::replay_file;
+/// What a replay runs on, when not what the file records (`replay`, `show`,
+/// `minimize`).
+#[derive(Args, Debug, Clone)]
+pub struct ReplayInputs {
+    /// The module or source to replay on (default: the module shipped beside
+    /// the file, else the cache, else a rebuild of the recorded source).
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// Grant a host directory, HOST[:GUEST], instead of the recorded one with
+    /// the same guest path (repeatable).
+    #[arg(long = "dir", value_name = "HOST[:GUEST]")]
+    pub dirs: Vec<String>,
+}
+
+impl ReplayInputs {
+    pub fn options(&self) -> reproduce::Options {
+        reproduce::Options {
+            target: self.target.clone(),
+            dirs: self.dirs.clone(),
+        }
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The replay file.
     pub file: PathBuf,
-    /// The module or source to replay on (default: the one the file names).
-    #[arg(long)]
-    pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub inputs: ReplayInputs,
     /// Print the program's output.
     #[arg(long)]
     pub show_output: bool,
@@ -536,134 +554,31 @@ pub struct ReplayArgs {
     pub format: crate::report::json::Format,
 }
 
-/// The run a replay file describes, ready to execute.
-pub struct Replay {
-    pub file: ReplayFile,
-    pub target: target::Target,
-    pub program: Program,
-    pub config: RunConfig,
-}
-
-/// Loads a replay file and its target, checking that the module is the one
-/// the file was recorded on.
-pub fn load_replay(path: &Path, target_override: Option<&Path>) -> Result<Replay> {
-    let file = ReplayFile::load(path)?;
-    let target_path = match target_override {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let p = PathBuf::from(&file.module.source);
-            if file.module.source.is_empty() || !p.exists() {
-                bail!(
-                    "the replay's target `{}` is not here: pass it with --target",
-                    file.module.source
-                );
-            }
-            p
-        }
-    };
-    let t = target::load(&target_path, &file.module.cflags)?;
-    let sha = paths::sha256_hex(&t.bytes);
-    if sha != file.module.sha256 {
-        bail!(
-            "module mismatch: {} has SHA-256 {}, but the replay was recorded on {} (rebuild the same source with the same toolchain, or pass the recorded module with --target)",
-            target_path.display(),
-            &sha[..16],
-            &file.module.sha256[..16]
-        );
+/// Loads a replay file (see [`reproduce::load`]) and prints its notes.
+pub fn load_replay(path: &Path, opts: &reproduce::Options) -> Result<reproduce::Replay> {
+    let rp = reproduce::load(path, opts)?;
+    for n in &rp.notes {
+        eprintln!("{n}");
     }
-    let icfg = parse_instrumentation(&file.run.instrumentation)?;
-    let program = Program::new(&t.bytes, &icfg)?;
-    let config = RunConfig {
-        args: file.run.args.clone(),
-        env: file.env_pairs()?,
-        seed: file.run.seed,
-        strategy: file.run.strategy.clone(),
-        max_steps: file.run.max_steps,
-        max_time_ns: file.run.max_time_ms.saturating_mul(1_000_000),
-        budget: (file.run.budget[0], file.run.budget[1]),
-        expected_exit: file.run.expected_exit,
-        races: file.run.races,
-        forced: file.decisions()?,
-        strict: true,
-        diagnostics: true,
-        ..RunConfig::default()
-    };
-    sched::parse(&config.strategy, 1).context("replay file names an unknown strategy")?;
-    Ok(Replay {
-        file,
-        target: t,
-        program,
-        config,
-    })
-}
-
-/// Parses [`crate::instrument::Config::describe`] output.
-pub fn parse_instrumentation(text: &str) -> Result<crate::instrument::Config> {
-    let mut cfg = crate::instrument::Config::default();
-    for part in text.split_whitespace() {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("bad instrumentation setting `{part}`"))?;
-        let list = || v.split(',').map(String::from).collect::<Vec<_>>();
-        match k {
-            "granularity" => cfg.granularity = v.parse()?,
-            "include-funcs" => cfg.include_funcs = list(),
-            "exclude-funcs" => cfg.exclude_funcs = list(),
-            "include-files" => cfg.include_files = list(),
-            "exclude-files" => cfg.exclude_files = list(),
-            "memcheck" => {
-                cfg.memcheck = Some(match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => bail!("bad instrumentation setting `{part}`"),
-                })
-            }
-            _ => bail!("unknown instrumentation setting `{k}`"),
-        }
-    }
-    Ok(cfg)
+    Ok(rp)
 }
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
     let guard = crate::report::json::TextToStderr::start(json);
-    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let rp = load_replay(&a.file, &a.inputs.options())?;
     let r = rp.program.run(&rp.config)?;
-    if let Some(d) = &r.divergence {
-        let site = |s: u32| {
-            rp.program
-                .sites
-                .site(s)
-                .map(|x| format!("site {s} ({})", x.where_()))
-                .unwrap_or_else(|| format!("site {s}"))
-        };
-        bail!(
-            "replay diverged at decision {}: expected thread {} at {}, but {}",
-            d.index,
-            d.expected.tid(),
-            site(d.expected.site()),
-            d.actual
-        );
+    if r.divergence.is_none() {
+        println!("verdict: {}", r.verdict.summary());
+        if a.show_output || !r.verdict.is_pass() {
+            print_output(&r);
+        }
     }
-    let same_verdict = r.verdict.signature() == rp.file.verdict.signature;
-    let same_output = r.output_hash() == rp.file.verdict.output_sha256;
-    println!("verdict: {}", r.verdict.summary());
-    if a.show_output || !r.verdict.is_pass() {
-        print_output(&r);
-    }
-    if !same_verdict {
-        bail!(
-            "replay did not reproduce the recorded verdict: recorded `{}`, got `{}`",
-            rp.file.verdict.signature,
-            r.verdict.signature()
-        );
-    }
-    if !same_output {
-        bail!("replay reproduced the verdict but not the recorded output");
-    }
+    reproduce::check(&rp, &r)?;
     println!(
-        "replay reproduced the recorded run ({} decisions, same verdict and output)",
-        r.decisions.len()
+        "replay reproduced the recorded run ({} decisions, same verdict and output; module: {})",
+        r.decisions.len(),
+        rp.origin
     );
     if json {
         let seed = rp.file.run.seed;

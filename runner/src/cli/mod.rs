@@ -1,5 +1,6 @@
 //! Command-line interface. Exit codes: 0 no bug, 1 bug found (or an
-//! expectation failed), 2 usage or input error.
+//! expectation failed), 2 usage or input error, 3 a replay that did not
+//! reproduce its recorded run.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -34,6 +35,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_BUG: i32 = 1;
 /// Exit code: bad usage or bad input.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code: a replay ran but did not reproduce the recorded run (it
+/// diverged, or gave another verdict or output).
+pub const EXIT_NOT_REPRODUCED: i32 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -110,7 +114,13 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("heddle: error: {}", one_line(&e));
-            EXIT_USAGE
+            if e.downcast_ref::<crate::reproduce::NotReproduced>()
+                .is_some()
+            {
+                EXIT_NOT_REPRODUCED
+            } else {
+                EXIT_USAGE
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use super::{InstrumentOpts, EXIT_BUG, EXIT_OK};
 use crate::plan::{self, Known, Plan};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::plan::{PlanProgress, PlanStrategy};
-use crate::{paths, target};
+use crate::target;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -535,7 +535,7 @@ fn write_replay(
             r.seed
         );
     }
-    let mut file = super::fuzz::replay_file(t, program, &cfg, r.seed, &detailed);
+    let mut file = crate::reproduce::record(t, program, &cfg, r.seed, &detailed)?;
     // The decisions are complete: the replay follows them, whatever decided them.
     file.run.strategy = "replay".into();
     let name = format!(
@@ -549,7 +549,7 @@ fn write_replay(
         r.seed
     );
     let path = out.join(name);
-    paths::write_atomic(&path, file.to_toml()?.as_bytes())?;
+    crate::reproduce::save(&path, &mut file, &t.bytes)?;
     Ok(path)
 }
 

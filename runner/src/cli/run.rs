@@ -83,14 +83,8 @@ impl RunOpts {
         let grants = self
             .dirs
             .iter()
-            .map(|d| {
-                let (host, guest) = d.split_once(':').unwrap_or((d, d));
-                Grant {
-                    host: PathBuf::from(host),
-                    guest: guest.to_string(),
-                }
-            })
-            .collect();
+            .map(|d| Grant::parse(d))
+            .collect::<Result<Vec<_>>>()?;
         // Validate the strategy spec now, for a clear error.
         crate::sched::parse(&self.strategy, 1)?;
         Ok(RunConfig {

@@ -1,9 +1,10 @@
 //! `heddle show` (draw a recorded run) and `heddle minimize` (the same
 //! failure with the fewest preemptions).
 
-use super::fuzz::{load_replay, replay_file, Replay};
+use super::fuzz::{load_replay, ReplayInputs};
 use super::EXIT_OK;
 use crate::report::{self, diagram, minimize, source::SourceCache, timeline, RunInfo};
+use crate::reproduce::{self, NotReproduced, Replay};
 use crate::runtime::{RunConfig, RunResult};
 use crate::{paths, verdict::Verdict};
 use anyhow::{bail, Context, Result};
@@ -16,9 +17,8 @@ use std::path::{Path, PathBuf};
 pub struct ShowArgs {
     /// The replay file.
     pub file: PathBuf,
-    /// The module or source to replay on (default: the one the file names).
-    #[arg(long)]
-    pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub inputs: ReplayInputs,
     /// Show only the rows within N rows of a marked step.
     #[arg(long, value_name = "N")]
     pub context: Option<usize>,
@@ -66,14 +66,8 @@ pub fn replay_command(file: &Path, target: Option<&Path>) -> String {
 /// its recording.
 pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
     let r = report::record(&rp.program, &rp.config)?;
-    if let Some(d) = &r.divergence {
-        bail!(
-            "replay diverged at decision {}: expected thread {} at site {}, but {}",
-            d.index,
-            d.expected.tid(),
-            d.expected.site(),
-            d.actual
-        );
+    if r.divergence.is_some() {
+        reproduce::check(rp, &r)?;
     }
     if r.verdict.signature() != rp.file.verdict.signature {
         eprintln!(
@@ -88,7 +82,7 @@ pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
 /// Replays the file with events and stacks recorded and prints its
 /// interleaving diagram (or writes the HTML report with `--html`).
 pub fn show_cmd(a: ShowArgs) -> Result<i32> {
-    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let rp = load_replay(&a.file, &a.inputs.options())?;
     let r = replay_recorded(&rp)?;
     let dirs = report::source_dirs(&rp.file.module.source);
     let input = timeline::Input {
@@ -97,7 +91,7 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         source_dirs: dirs.clone(),
     };
     let mut info = RunInfo::new(&rp.file.module.source, &rp.config, &r);
-    info.replay_command = Some(replay_command(&a.file, a.target.as_deref()));
+    info.replay_command = Some(replay_command(&a.file, a.inputs.target.as_deref()));
     info.config.insert(
         0,
         (
@@ -138,9 +132,8 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
 pub struct MinimizeArgs {
     /// The replay file.
     pub file: PathBuf,
-    /// The module or source to replay on (default: the one the file names).
-    #[arg(long)]
-    pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub inputs: ReplayInputs,
     /// Where to write the minimised replay file (default: `<file>.min.toml`).
     #[arg(short = 'o', long = "out", value_name = "OUT.toml")]
     pub out: Option<PathBuf>,
@@ -162,20 +155,14 @@ pub fn minimized_path(file: &Path) -> PathBuf {
 /// Minimises the schedule of a replay file and writes the result as a new
 /// replay file (`<file>.min.toml` unless `--out`).
 pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
-    let rp = load_replay(&a.file, a.target.as_deref())?;
+    let rp = load_replay(&a.file, &a.inputs.options())?;
     let original = rp.program.run(&RunConfig {
         record_choices: true,
         ..rp.config.clone()
     })?;
-    if original.divergence.is_some() {
-        bail!("the replay file does not replay (run `heddle replay` for details)");
-    }
-    if original.verdict.signature() != rp.file.verdict.signature {
-        bail!(
-            "the replay file does not reproduce its verdict: recorded `{}`, got `{}`",
-            rp.file.verdict.signature,
-            original.verdict.signature()
-        );
+    if original.divergence.is_some() || original.verdict.signature() != rp.file.verdict.signature {
+        reproduce::check(&rp, &original)?;
+        return Err(NotReproduced("the replay file does not reproduce its run".into()).into());
     }
     if matches!(original.verdict, Verdict::Pass { .. }) {
         bail!("the recorded run passes: there is no failure to minimise");
@@ -188,16 +175,17 @@ pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
             max_runs: a.max_runs,
         },
     )?;
-    let file = replay_file(
+    let mut file = reproduce::record(
         &rp.target,
         &rp.program,
         &rp.config,
         rp.config.seed,
         &m.result,
-    );
+    )?;
+    // The source as the original file named it, whatever module was used.
+    file.module.source = rp.file.module.source.clone();
     let out = a.out.clone().unwrap_or_else(|| minimized_path(&a.file));
-    paths::write_atomic(&out, file.to_toml()?.as_bytes())
-        .with_context(|| format!("{}: cannot write", out.display()))?;
+    reproduce::save(&out, &mut file, &rp.target.bytes)?;
     println!(
         "minimised in {} runs: {} → {} preemptions, {} → {} steps, same verdict ({})",
         m.runs,
@@ -207,11 +195,15 @@ pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
         m.result.steps,
         m.result.verdict.signature()
     );
-    println!("  replay: {}", replay_command(&out, a.target.as_deref()));
+    println!(
+        "  replay: {}",
+        replay_command(&out, a.inputs.target.as_deref())
+    );
     println!(
         "  show:   heddle show {}{}",
         out.display(),
-        a.target
+        a.inputs
+            .target
             .as_ref()
             .map(|t| format!(" --target {}", t.display()))
             .unwrap_or_default()

@@ -13,6 +13,7 @@ use super::{EXIT_BUG, EXIT_OK};
 use crate::campaign::{exec, SeedPlan, Shard};
 use crate::instrument::Config as InstrumentConfig;
 use crate::manifest::{Entry, Manifest};
+use crate::reproduce;
 use crate::runtime::{Program, RunConfig};
 use crate::target;
 use anyhow::{bail, Context, Result};
@@ -347,7 +348,13 @@ fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
         seconds: 0.0,
     };
     let result = (|| -> Result<(String, String, String, Option<String>)> {
-        let rp = load_replay(&path, Some(&m.source(e)))?;
+        let rp = load_replay(
+            &path,
+            &reproduce::Options {
+                target: Some(m.source(e)),
+                dirs: Vec::new(),
+            },
+        )?;
         let r = rp.program.run(&rp.config)?;
         let diverged = r.divergence.as_ref().map(|d| {
             format!(

@@ -30,6 +30,20 @@ pub struct Grant {
     pub guest: String,
 }
 
+impl Grant {
+    /// `HOST[:GUEST]` (`--dir`); the guest path defaults to the host path.
+    pub fn parse(spec: &str) -> Result<Grant> {
+        let (host, guest) = spec.split_once(':').unwrap_or((spec, spec));
+        if host.is_empty() || guest.is_empty() {
+            anyhow::bail!("bad --dir `{spec}` (expected HOST[:GUEST])");
+        }
+        Ok(Grant {
+            host: PathBuf::from(host),
+            guest: guest.to_string(),
+        })
+    }
+}
+
 /// Output buffers of one run.
 #[derive(Clone, Default)]
 pub struct Output {

@@ -1,16 +1,18 @@
 //! The replay file: everything needed to reproduce a run on another machine.
+//! This module owns the format; [`crate::reproduce`] writes and replays it.
 //!
 //! ```toml
-//! format = 1
+//! format = 2
 //! heddle = "0.1.0"
 //!
 //! [module]
 //! sha256 = "…"                   # of the original (uninstrumented) module
-//! source = "targets/race_bank.c" # informational: what was run
+//! source = "targets/race_bank.c" # what was run (rebuilt when no module is shipped)
 //! cflags = []
+//! file = "race_bank-28ea61c3d1e2.wasm" # the module itself, beside this file
 //!
 //! [run]
-//! instrumentation = "granularity=all"
+//! instrumentation = "granularity=all memcheck=on"
 //! strategy = "pct:3:k=812"
 //! seed = 17
 //! args = ["2", "2"]
@@ -19,6 +21,12 @@
 //! max_time_ms = 3600000
 //! budget = [1, 2000]
 //! expected_exit = 0
+//! races = "report"
+//!
+//! [[run.dirs]]                   # a directory granted with --dir HOST[:GUEST]
+//! host = "data"
+//! guest = "/data"
+//! files = { "input.txt" = "…" }  # relative path → SHA-256, when the run started
 //!
 //! [verdict]
 //! kind = "assertion"
@@ -35,15 +43,24 @@
 //!
 //! Each decision carries its expectation (the chosen thread and the site it
 //! was about to execute), so a replay that diverges stops at the first
-//! differing step and says where.
+//! differing step and says where. Standard input is always empty and the
+//! clocks and random bytes are functions of the seed, so with the module,
+//! the arguments, the environment and the granted files every input of the
+//! run is in the file.
+//!
+//! Format 1 (no `module.file`, no `run.dirs`) is still read.
 
 use super::{decode_decisions, encode_decisions, Decision};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Version of the file format this heddle writes and reads.
-pub const FORMAT: u32 = 1;
+/// Version of the file format this heddle writes.
+pub const FORMAT: u32 = 2;
+
+/// The oldest format this heddle still reads.
+pub const OLDEST_FORMAT: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,6 +73,23 @@ pub struct ModuleRef {
     /// Extra compiler flags for a source (e.g. `-DFIXED`).
     #[serde(default)]
     pub cflags: Vec<String>,
+    /// The module's file name, in the replay file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+/// A directory the run was granted (`--dir HOST[:GUEST]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirRecord {
+    /// The host directory as the user named it.
+    pub host: String,
+    /// Where the guest sees it.
+    pub guest: String,
+    /// SHA-256 of each regular file below it (relative `/`-separated path),
+    /// taken when the run's configuration was made.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +110,9 @@ pub struct RunSpec {
     /// Data-race detection (`report`, `fail`, `off`).
     #[serde(default)]
     pub races: crate::runtime::RaceMode,
+    /// Directories granted to the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<DirRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,17 +171,31 @@ impl ReplayFile {
             let msg = e.message().to_string();
             anyhow::anyhow!("not a valid heddle replay file: {msg}")
         })?;
-        if f.format != FORMAT {
+        if !(OLDEST_FORMAT..=FORMAT).contains(&f.format) {
             bail!(
-                "replay file format {} is not supported (this heddle reads format {FORMAT})",
+                "replay file format {} is not supported (this heddle reads formats {OLDEST_FORMAT} to {FORMAT})",
                 f.format
             );
         }
-        if f.module.sha256.len() != 64 || !f.module.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+        if !is_sha256(&f.module.sha256) {
             bail!("replay file has a malformed module.sha256");
         }
         f.decisions()
             .context("replay file has a corrupt schedule")?;
+        f.instrumentation()?;
+        f.env_pairs()?;
+        if let Some(file) = &f.module.file {
+            if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') {
+                bail!("replay file names its module `{file}`: expected a file name beside it");
+            }
+        }
+        for d in &f.run.dirs {
+            for (name, sha) in &d.files {
+                if !is_sha256(sha) {
+                    bail!("replay file has a malformed digest for {}/{name}", d.host);
+                }
+            }
+        }
         Ok(f)
     }
 
@@ -152,6 +203,33 @@ impl ReplayFile {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read", path.display()))?;
         Self::parse(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    /// The instrumentation configuration the run used.
+    pub fn instrumentation(&self) -> Result<crate::instrument::Config> {
+        crate::instrument::Config::parse_description(&self.run.instrumentation)
+            .context("replay file has a bad run.instrumentation")
+    }
+
+    /// The file name under which the module is stored beside replay files:
+    /// the target's stem and the start of the module's hash.
+    pub fn module_file_name(&self) -> String {
+        let stem = Path::new(&self.module.source)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty() && !s.starts_with('.'))
+            .unwrap_or_else(|| "module".into());
+        let stem: String = stem
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{stem}-{}.wasm", &self.module.sha256[..12])
     }
 
     pub fn env_pairs(&self) -> Result<Vec<(String, String)>> {
@@ -167,6 +245,10 @@ impl ReplayFile {
     }
 }
 
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +261,7 @@ mod tests {
                 sha256: "a".repeat(64),
                 source: "x.c".into(),
                 cflags: vec![],
+                file: None,
             },
             run: RunSpec {
                 instrumentation: "granularity=all".into(),
@@ -191,6 +274,7 @@ mod tests {
                 budget: [1, 2],
                 expected_exit: 0,
                 races: Default::default(),
+                dirs: vec![],
             },
             verdict: VerdictRecord {
                 kind: "pass".into(),
@@ -230,5 +314,102 @@ mod tests {
             .contains("format 99"));
         let text = sample().to_toml().unwrap().replace("1@2/2", "1@2");
         assert!(ReplayFile::parse(&text).is_err());
+    }
+
+    /// Every field the writer can set comes back equal, whatever its text.
+    #[test]
+    fn round_trip_property() {
+        use crate::runtime::RaceMode;
+        use crate::sched::rng::Rng;
+        let mut rng = Rng::new(20, 1);
+        let texts = [
+            "", "2", "a b", "x=y", "\"q\"", "'", "\\", "é€", "\n", "#", "[t]", "-DX=1", "%",
+        ];
+        let pick = |rng: &mut Rng| texts[rng.below(texts.len() as u64) as usize].to_string();
+        for i in 0..500 {
+            let mut f = sample();
+            let n = |rng: &mut Rng| rng.below(4) as usize;
+            f.module.source = format!("dir {i}/{}.c", pick(&mut rng));
+            f.module.cflags = (0..n(&mut rng)).map(|_| pick(&mut rng)).collect();
+            f.module.sha256 = format!("{:064x}", rng.next_u64());
+            f.module.file = rng.chance(0.5).then(|| f.module_file_name());
+            f.run.args = (0..n(&mut rng)).map(|_| pick(&mut rng)).collect();
+            f.run.env = (0..n(&mut rng))
+                .map(|_| format!("K{}={}", rng.below(9), pick(&mut rng)))
+                .collect();
+            f.run.seed = rng.next_u64();
+            f.run.max_steps = rng.next_u64();
+            f.run.max_time_ms = rng.next_u64();
+            f.run.budget = [rng.below(9) as u32, rng.next_u64() as u32];
+            f.run.expected_exit = rng.next_u64() as i32;
+            f.run.races = [RaceMode::Report, RaceMode::Fail, RaceMode::Off][rng.below(3) as usize];
+            f.run.instrumentation = crate::instrument::Config {
+                budget_in_global: rng.chance(0.5),
+                granularity: if rng.chance(0.5) {
+                    crate::instrument::Granularity::All
+                } else {
+                    crate::instrument::Granularity::Sync
+                },
+                exclude_funcs: (0..n(&mut rng)).map(|k| format!("f{k}*")).collect(),
+                ..Default::default()
+            }
+            .describe();
+            f.run.dirs = (0..n(&mut rng))
+                .map(|k| DirRecord {
+                    host: format!("{}/{k}", pick(&mut rng)),
+                    guest: format!("/g{k}"),
+                    files: (0..n(&mut rng))
+                        .map(|j| (format!("{}{j}", pick(&mut rng)), format!("{:064x}", j)))
+                        .collect(),
+                })
+                .collect();
+            f.verdict.summary = pick(&mut rng);
+            let ds: Vec<Decision> = (0..n(&mut rng) * 7)
+                .map(|_| {
+                    let tid = rng.below(5) as u32;
+                    let site = rng.below(1000) as u32;
+                    if rng.chance(0.2) {
+                        Decision::Value {
+                            tid,
+                            site,
+                            value: 1,
+                            options: 3,
+                        }
+                    } else {
+                        Decision::Thread {
+                            tid,
+                            site,
+                            options: 2,
+                        }
+                    }
+                })
+                .collect();
+            f.set_decisions(&ds);
+            let text = f.to_toml().unwrap();
+            let back = ReplayFile::parse(&text).unwrap_or_else(|e| panic!("{e:#}\n{text}"));
+            assert_eq!(back, f, "{text}");
+            assert_eq!(back.decisions().unwrap(), ds);
+        }
+    }
+
+    #[test]
+    fn reads_format_1() {
+        let text = sample()
+            .to_toml()
+            .unwrap()
+            .replace("format = 2", "format = 1");
+        let f = ReplayFile::parse(&text).unwrap();
+        assert_eq!(f.format, 1);
+        assert_eq!(f.module.file, None);
+        assert!(f.run.dirs.is_empty());
+    }
+
+    #[test]
+    fn rejects_a_module_path_outside_its_directory() {
+        for bad in ["../x.wasm", "a/b.wasm", ""] {
+            let mut f = sample();
+            f.module.file = Some(bad.into());
+            assert!(ReplayFile::parse(&f.to_toml().unwrap()).is_err(), "{bad}");
+        }
     }
 }
