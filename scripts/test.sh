@@ -2,7 +2,8 @@
 # The whole test suite, with its own setup (idempotent: on a machine that
 # already has everything, the setup steps only check).
 #
-#   1. build heddle;
+#   1. build heddle, debug and release (a replay recorded by one must
+#      replay in the other: tests/e2e/portable.rs);
 #   2. install the C/C++ toolchain (apt packages, the rustup target, the
 #      trixie wasi-libc headers, the sysroot) — `heddle toolchain install`;
 #   3. build every bundled target, buggy and fixed;
@@ -13,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --locked
+cargo build --locked --release -p heddle
+export HEDDLE_REQUIRE_OTHER_PROFILE=1
 ./target/debug/heddle toolchain install
 ./target/debug/heddle toolchain doctor
 ./target/debug/heddle targets --build > /dev/null

@@ -383,7 +383,8 @@ fn an_edited_decision_makes_replay_report_divergence_at_that_step() {
     std::fs::write(&edited, file.to_toml().unwrap()).unwrap();
     let out = heddle_out(&["replay", edited.to_str().unwrap()]);
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    // A replay that does not reproduce has its own exit code.
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
         err.contains(&format!("replay diverged at decision {k}:")),
         "{err}"
@@ -542,19 +543,24 @@ fn bad_input_gets_a_one_line_error_and_exit_2() {
     );
     let garbage = write("garbage.toml", &[0xff, 0xfe, 0x00, 0x01]);
     assert_usage_error(&heddle_out(&["replay", &garbage]), "garbage.toml");
-    // A replay recorded on another module.
+    // A replay given another module.
     let path = fuzz_to_replay(dir.path(), "targets/race_bank.c", &[]);
-    let text_file = std::fs::read_to_string(&path).unwrap();
-    let foreign = write(
-        "foreign.toml",
-        text_file
-            .replace(
-                "source = \"targets/race_bank.c\"",
-                "source = \"targets/counter_spy.c\"",
-            )
-            .as_bytes(),
+    let p = path.to_str().unwrap();
+    assert_usage_error(
+        &heddle_out(&["replay", p, "--target", "targets/counter_spy.c"]),
+        "module mismatch",
     );
-    assert_usage_error(&heddle_out(&["replay", &foreign]), "module mismatch");
+    // A shipped module that is not the recorded one.
+    let file = ReplayFile::load(&path).unwrap();
+    let shipped = path.with_file_name(file.module.file.as_ref().unwrap());
+    let good = std::fs::read(&shipped).unwrap();
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    std::fs::write(&shipped, &bad).unwrap();
+    let out = heddle_out(&["replay", p]);
+    std::fs::write(&shipped, &good).unwrap();
+    assert_usage_error(&out, "is damaged");
 }
 
 #[test]

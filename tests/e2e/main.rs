@@ -11,6 +11,7 @@ mod explore;
 mod instrument;
 mod memcheck;
 mod plans;
+mod portable;
 mod races;
 mod report;
 mod strategies;
