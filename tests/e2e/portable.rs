@@ -346,3 +346,64 @@ fn replays_cross_between_debug_and_release_builds() {
         }
     }
 }
+
+/// The replay file every command writes ships its module: `explore`,
+/// `plan` and `minimize` as well as `fuzz`. Each replays on a machine with
+/// no sources and no toolchain.
+#[test]
+fn every_written_replay_ships_its_module() {
+    let base = tempdir();
+    let out = base.path().join("out");
+    let o = |args: &[&str]| {
+        let o = heddle_out(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stderr));
+        let stdout = text(&o.stdout);
+        let rel = stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+            .unwrap_or_else(|| panic!("{args:?}: no replay line in {stdout}"));
+        repo().join(rel.split_whitespace().next().unwrap())
+    };
+    let out_s = out.to_str().unwrap();
+    let explored = o(&[
+        "explore",
+        "targets/race_bank.c",
+        "--reduction",
+        "dpor",
+        "--out",
+        out_s,
+        "--",
+        "2",
+        "1",
+    ]);
+    let planned = o(&[
+        "plan",
+        "plans/codeblock.toml",
+        "targets/codeblock.cpp",
+        "--runs",
+        "3",
+        "--out",
+        out_s,
+    ]);
+    let fuzzed = o(&["fuzz", "targets/race_bank.c", "--out", out_s]);
+    let min = out.join("min.toml");
+    let m = heddle_out(&[
+        "minimize",
+        fuzzed.to_str().unwrap(),
+        "-o",
+        min.to_str().unwrap(),
+    ]);
+    assert_eq!(m.status.code(), Some(0), "{}", text(&m.stderr));
+    let bare = checkout(base.path().join("bare"), base.path().join("cache"), false);
+    let mail = base.path().join("mail");
+    for path in [explored, planned, fuzzed, min] {
+        let sent = send(&path, &mail);
+        let file = ReplayFile::load(&sent).unwrap();
+        let o = bare.heddle_in(
+            &mail,
+            Path::new(env!("CARGO_BIN_EXE_heddle")),
+            &["replay", sent.to_str().unwrap()],
+        );
+        assert_reproduced(&o, &file, &path.display().to_string());
+    }
+}
