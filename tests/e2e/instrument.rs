@@ -1528,3 +1528,75 @@ fn cold_paths_carry_branch_hints_at_ifs() {
         );
     }
 }
+
+/// The `heddle sites` rows of a source: (line, function) per user-code site.
+fn site_rows(source: &str) -> Vec<(u32, String)> {
+    let o = heddle_out(&["sites", source]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let loc = cols.get(3)?;
+            let line = loc.split(':').nth(1)?.parse().ok()?;
+            Some((line, cols[4..].join(" ")))
+        })
+        .collect()
+}
+
+#[test]
+fn sites_name_functions_as_written() {
+    let c = site_rows("tests/programs/names.c");
+    for (line, name) in [(9, "f"), (10, "g"), (11, "w"), (12, "x"), (23, "main")] {
+        assert!(
+            c.iter().any(|(l, n)| *l == line && n == name),
+            "no site of {name} at line {line}: {c:?}"
+        );
+    }
+    // The inlined function's access is at its own line, in its caller.
+    assert!(c.iter().any(|(l, n)| *l == 13 && n == "worker"), "{c:?}");
+    for wrong in ["float", "__float128", "wchar_t", "long long", "long"] {
+        assert!(!c.iter().any(|(_, n)| n == wrong), "{wrong}: {c:?}");
+    }
+    let cpp = site_rows("tests/programs/names.cpp");
+    for (line, name) in [
+        (10, "bank::Account::deposit(int)"),
+        (12, "void bank::add<long>(long)"),
+        (13, "bank::q()"),
+        (20, "main::$_0::__invoke(void*)"),
+    ] {
+        assert!(
+            cpp.iter().any(|(l, n)| *l == line && n == name),
+            "no site of {name} at line {line}: {cpp:?}"
+        );
+    }
+    // Races are reported with the same names.
+    let dir = tempdir();
+    let o = heddle_out(&[
+        "fuzz",
+        "tests/programs/names.c",
+        "--runs",
+        "200",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert!(out.contains("names.c:9 (f)"), "{out}");
+    assert!(!out.contains("(float)"), "{out}");
+}
+
+#[test]
+fn two_sources_with_the_same_contents_keep_their_own_names() {
+    let dir = tempdir();
+    let code = std::fs::read(repo().join("tests/programs/names.c")).unwrap();
+    for name in ["first.c", "second.c"] {
+        std::fs::write(dir.path().join(name), &code).unwrap();
+    }
+    for name in ["first.c", "second.c"] {
+        let path = dir.path().join(name);
+        let o = heddle_out(&["sites", path.to_str().unwrap()]);
+        let out = text(&o.stdout);
+        assert!(out.contains(&format!("{name}:9:")), "{name}: {out}");
+    }
+}

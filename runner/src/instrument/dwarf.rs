@@ -49,6 +49,20 @@ pub fn display_name(name: &str) -> &str {
     }
 }
 
+/// The name users know a symbol by: a mangled C++ (`_Z…`) or Rust (`_R…`,
+/// legacy `_ZN…E`) name demangled, anything else as it is. Only mangled
+/// names go through a demangler: C++'s takes a bare `f`, `g`, `w` or `x`
+/// for the builtin type it encodes (`float`, `__float128`, …), and C names
+/// are never mangled.
+pub fn demangle(name: &str) -> String {
+    let mangled = name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z");
+    if !mangled {
+        return display_name(name).to_string();
+    }
+    let d = addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None);
+    display_name(&d).to_string()
+}
+
 /// The last path component of `path`.
 pub fn short_file(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
@@ -141,7 +155,7 @@ impl DebugInfo {
             let function = f
                 .function
                 .as_ref()
-                .and_then(|n| n.demangle().ok().map(|s| display_name(&s).to_string()));
+                .and_then(|n| n.raw_name().ok().map(|s| demangle(&s)));
             let loc = f.location.and_then(|l| {
                 Some(Loc {
                     file: l.file?.to_string(),

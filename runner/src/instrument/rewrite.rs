@@ -722,11 +722,7 @@ fn lock_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, usize, boo
     Some((kind, arg, params.len(), has_result))
 }
 
-/// Demangles a C++ name; other names come back unchanged.
-pub fn demangle(name: &str) -> String {
-    let d = addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None);
-    super::dwarf::display_name(&d).to_string()
-}
+pub use super::dwarf::demangle;
 
 /// Per-function emission context.
 struct Emitter<'a> {
