@@ -52,7 +52,7 @@ pub use rewrite::RtImport;
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 10;
+pub const INSTRUMENTER_VERSION: u32 = 11;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -706,6 +706,8 @@ fn lock_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, usize, boo
         "pthread_cond_wait" | "pthread_cond_timedwait" => (SiteKind::CondWait, 1),
         "pthread_create" => (SiteKind::ThreadCreate, 0),
         "pthread_join" => (SiteKind::ThreadJoin, 0),
+        "pthread_barrier_wait" => (SiteKind::Barrier, 0),
+        "pthread_once" => (SiteKind::Once, 0),
         _ => return None,
     };
     let (params, results) = facts

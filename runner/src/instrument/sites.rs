@@ -51,6 +51,12 @@ pub enum SiteKind {
     ThreadCreate,
     /// A call to `pthread_join` in user code.
     ThreadJoin,
+    /// A call to `pthread_barrier_wait` in user code: every thread's
+    /// arrival happens before every thread's departure.
+    Barrier,
+    /// A call to `pthread_once` in user code: the initialiser's end happens
+    /// before every caller's return.
+    Once,
 }
 
 impl SiteKind {
@@ -76,6 +82,8 @@ impl SiteKind {
             SiteKind::Free => "free",
             SiteKind::ThreadCreate => "create",
             SiteKind::ThreadJoin => "join",
+            SiteKind::Barrier => "barrier",
+            SiteKind::Once => "once",
         }
     }
 

@@ -81,7 +81,7 @@ impl EventKind {
             SiteKind::Unlock => EventKind::Unlock,
             SiteKind::CondWait => EventKind::CondWait,
             SiteKind::Alloc | SiteKind::Free => EventKind::Call,
-            SiteKind::ThreadCreate => EventKind::Call,
+            SiteKind::ThreadCreate | SiteKind::Barrier | SiteKind::Once => EventKind::Call,
             SiteKind::ThreadJoin => EventKind::Join,
         }
     }

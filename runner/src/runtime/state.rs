@@ -119,6 +119,9 @@ pub struct ThreadRec {
     pub name: Option<String>,
     pub spinning: bool,
     last_read: (u32, u64),
+    /// (address, value there) at this thread's last read-modify-write or
+    /// compare-exchange: the same again means it changed nothing since.
+    last_rmw: Option<(u32, u64)>,
     /// Result of the wait that blocked this thread: 0 woken, 2 timed out.
     pub wake_result: i32,
     /// Site of the wait/sleep it blocked at.
@@ -148,6 +151,7 @@ impl ThreadRec {
             name: None,
             spinning: false,
             last_read: (u32::MAX, 0),
+            last_rmw: None,
             wake_result: 0,
             block_site: NO_SITE,
             block_stack: Vec::new(),
@@ -661,6 +665,7 @@ impl RunState {
             let th = &mut self.threads[tid as usize];
             th.spinning = false;
             th.last_read = (u32::MAX, steps);
+            th.last_rmw = None;
             th.pending = p;
             if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
@@ -668,8 +673,21 @@ impl RunState {
             return;
         }
         let solo_epoch = self.solo_epoch;
+        // A test-and-set, exchange or CAS loop writes what it read (or
+        // nothing), so it never looks like a re-read of an unwritten word:
+        // it spins when the word holds the value its last such operation
+        // on it saw.
+        let rmw_seen = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg)
+            .then(|| self.read_le(p.addr, p.len.clamp(1, 8)))
+            .flatten()
+            .map(|v| (p.addr, v));
         let th = &mut self.threads[tid as usize];
         th.spinning = match p.kind {
+            EventKind::Rmw | EventKind::Cmpxchg => {
+                let same = rmw_seen.is_some() && th.last_rmw == rmw_seen;
+                th.last_rmw = rmw_seen;
+                same
+            }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
                 let (last_addr, last_step) = th.last_read;
@@ -804,6 +822,7 @@ impl RunState {
         let th = &mut self.threads[self.current as usize];
         th.spinning = false;
         th.last_read = (u32::MAX, self.steps);
+        th.last_rmw = None;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
@@ -1031,9 +1050,22 @@ impl RunState {
     /// Happens-before bookkeeping for `tid` executing `p`.
     fn happens_before(&mut self, tid: Tid, p: Pending) {
         let atomic = self.info.get(p.site as usize).is_some_and(|s| s.atomic);
+        let barrier = p.kind == EventKind::Call
+            && self
+                .sites
+                .site(p.site)
+                .is_some_and(|s| s.kind == crate::instrument::SiteKind::Barrier);
         let step = self.steps;
         let Some(hb) = self.hb.as_mut() else { return };
         let race = match p.kind {
+            // A barrier's arrival releases into the barrier; its departure
+            // (in `locked`) acquires every arrival. wasi-libc's waiters
+            // leave through a plain read of a word the last arrival stores
+            // atomically, which gives no edge of its own.
+            EventKind::Call if barrier => {
+                hb.release(tid, p.addr);
+                None
+            }
             EventKind::Read | EventKind::Write if atomic => {
                 if p.kind == EventKind::Read {
                     hb.acquire(tid, p.addr);
@@ -1096,6 +1128,17 @@ impl RunState {
                     {
                         self.handles.insert(h as u32, child);
                     }
+                }
+                return;
+            }
+            Some(SiteKind::Barrier | SiteKind::Once) => {
+                // `addr` is the `pthread_barrier_t *` or `pthread_once_t *`
+                // argument; its first word is the one wasi-libc writes
+                // atomically when the last thread arrives or the
+                // initialiser ends (callers that find it done leave
+                // through a plain read, which gives no edge of its own).
+                if let Some(hb) = self.hb.as_mut() {
+                    hb.acquire(tid, addr);
                 }
                 return;
             }
