@@ -119,9 +119,6 @@ pub struct ThreadRec {
     pub name: Option<String>,
     pub spinning: bool,
     last_read: (u32, u64),
-    /// (address, value there) at this thread's last read-modify-write or
-    /// compare-exchange: the same again means it changed nothing since.
-    last_rmw: Option<(u32, u64)>,
     /// Result of the wait that blocked this thread: 0 woken, 2 timed out.
     pub wake_result: i32,
     /// Site of the wait/sleep it blocked at.
@@ -151,7 +148,6 @@ impl ThreadRec {
             name: None,
             spinning: false,
             last_read: (u32::MAX, 0),
-            last_rmw: None,
             wake_result: 0,
             block_site: NO_SITE,
             block_stack: Vec::new(),
@@ -665,7 +661,6 @@ impl RunState {
             let th = &mut self.threads[tid as usize];
             th.spinning = false;
             th.last_read = (u32::MAX, steps);
-            th.last_rmw = None;
             th.pending = p;
             if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
@@ -673,21 +668,8 @@ impl RunState {
             return;
         }
         let solo_epoch = self.solo_epoch;
-        // A test-and-set, exchange or CAS loop writes what it read (or
-        // nothing), so it never looks like a re-read of an unwritten word:
-        // it spins when the word holds the value its last such operation
-        // on it saw.
-        let rmw_seen = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg)
-            .then(|| self.read_le(p.addr, p.len.clamp(1, 8)))
-            .flatten()
-            .map(|v| (p.addr, v));
         let th = &mut self.threads[tid as usize];
         th.spinning = match p.kind {
-            EventKind::Rmw | EventKind::Cmpxchg => {
-                let same = rmw_seen.is_some() && th.last_rmw == rmw_seen;
-                th.last_rmw = rmw_seen;
-                same
-            }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
                 let (last_addr, last_step) = th.last_read;
@@ -822,7 +804,6 @@ impl RunState {
         let th = &mut self.threads[self.current as usize];
         th.spinning = false;
         th.last_read = (u32::MAX, self.steps);
-        th.last_rmw = None;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
