@@ -23,8 +23,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The replay file of run `r` of `program` (built from `t`) under `cfg`.
-/// The granted directories are digested now, so call it with the
-/// configuration the run started from.
+/// The granted directories are digested now (a program that writes into
+/// one changes what later runs see; see the README).
 pub fn record(
     t: &Target,
     program: &Program,

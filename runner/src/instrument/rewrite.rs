@@ -724,7 +724,7 @@ fn lock_call(facts: &ModuleFacts, f: u32) -> Option<(SiteKind, usize, usize, boo
     Some((kind, arg, params.len(), has_result))
 }
 
-pub use super::dwarf::demangle;
+use super::dwarf::demangle;
 
 /// Per-function emission context.
 struct Emitter<'a> {

@@ -52,7 +52,8 @@ pub enum SiteKind {
     /// A call to `pthread_join` in user code.
     ThreadJoin,
     /// A call to `pthread_barrier_wait` in user code: every thread's
-    /// arrival happens before every thread's departure.
+    /// arrival happens before every thread's departure (its return acquires
+    /// the barrier word every arrival wrote atomically).
     Barrier,
     /// A call to `pthread_once` in user code: the initialiser's end happens
     /// before every caller's return.

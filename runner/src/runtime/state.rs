@@ -1031,22 +1031,9 @@ impl RunState {
     /// Happens-before bookkeeping for `tid` executing `p`.
     fn happens_before(&mut self, tid: Tid, p: Pending) {
         let atomic = self.info.get(p.site as usize).is_some_and(|s| s.atomic);
-        let barrier = p.kind == EventKind::Call
-            && self
-                .sites
-                .site(p.site)
-                .is_some_and(|s| s.kind == crate::instrument::SiteKind::Barrier);
         let step = self.steps;
         let Some(hb) = self.hb.as_mut() else { return };
         let race = match p.kind {
-            // A barrier's arrival releases into the barrier; its departure
-            // (in `locked`) acquires every arrival. wasi-libc's waiters
-            // leave through a plain read of a word the last arrival stores
-            // atomically, which gives no edge of its own.
-            EventKind::Call if barrier => {
-                hb.release(tid, p.addr);
-                None
-            }
             EventKind::Read | EventKind::Write if atomic => {
                 if p.kind == EventKind::Read {
                     hb.acquire(tid, p.addr);
@@ -1114,10 +1101,12 @@ impl RunState {
             }
             Some(SiteKind::Barrier | SiteKind::Once) => {
                 // `addr` is the `pthread_barrier_t *` or `pthread_once_t *`
-                // argument; its first word is the one wasi-libc writes
-                // atomically when the last thread arrives or the
-                // initialiser ends (callers that find it done leave
-                // through a plain read, which gives no edge of its own).
+                // argument. Its first word (the barrier's lock, the once
+                // control) is written atomically by every arrival and by the
+                // initialiser's end, so it holds their clocks; callers that
+                // find the barrier open or the once done leave through a
+                // plain read, which gives no edge of its own: their return
+                // acquires it.
                 if let Some(hb) = self.hb.as_mut() {
                     hb.acquire(tid, addr);
                 }

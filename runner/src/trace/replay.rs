@@ -87,7 +87,7 @@ pub struct DirRecord {
     /// Where the guest sees it.
     pub guest: String,
     /// SHA-256 of each regular file below it (relative `/`-separated path),
-    /// taken when the run's configuration was made.
+    /// taken when the replay file was written.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
 }
