@@ -6,9 +6,11 @@
  * schedule.
  *
  * -DRACY: the racy twin. The reader also peeks at `data` before it
- * synchronises (at a neighbour's slot for `barrier`; `tas` counts outside
- * its lock), a data race every detector must report.
+ * synchronises (at a neighbour's slot for `barrier`; the lock-word
+ * members `tas`, `sync-tas` and `cas` count outside their lock), a data
+ * race every detector must report.
  */
+#include <sched.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -33,6 +35,8 @@ static sem_t sem;
 static int ready;
 static atomic_int flag;
 static atomic_flag tas = ATOMIC_FLAG_INIT;
+static int tas_word;
+static atomic_int cas_word;
 static int tas_count;
 
 static void peek(void) {
@@ -77,7 +81,8 @@ static void *writer(void *arg) {
         else
             pthread_cond_broadcast(&cond);
         pthread_mutex_unlock(&mutex);
-    } else if (!strcmp(prim, "release-acquire") || !strcmp(prim, "seq-cst")) {
+    } else if (!strcmp(prim, "release-acquire") || !strcmp(prim, "seq-cst") ||
+               !strcmp(prim, "yield-poll") || !strcmp(prim, "relaxed-poll")) {
         data = 42;
         if (!strcmp(prim, "seq-cst"))
             atomic_store(&flag, 1);
@@ -146,6 +151,16 @@ static void *reader(void *arg) {
         while (!__sync_fetch_and_add(&ready, 0)) {
         }
         check(data);
+    } else if (!strcmp(prim, "yield-poll")) {
+        while (!atomic_load_explicit(&flag, memory_order_acquire))
+            sched_yield();
+        check(data);
+    } else if (!strcmp(prim, "relaxed-poll")) {
+        /* Poll relaxed, then one acquire load of the value seen. */
+        while (!atomic_load_explicit(&flag, memory_order_relaxed)) {
+        }
+        (void)atomic_load_explicit(&flag, memory_order_acquire);
+        check(data);
     } else if (!strcmp(prim, "once")) {
         pthread_once(&once, init_data);
         check(data);
@@ -170,6 +185,27 @@ static void *reader(void *arg) {
         tas_count++;
         atomic_flag_clear_explicit(&tas, memory_order_release);
 #endif
+    } else if (!strcmp(prim, "sync-tas")) {
+        while (__sync_lock_test_and_set(&tas_word, 1)) {
+        }
+#ifdef RACY
+        __sync_lock_release(&tas_word);
+        tas_count++;
+#else
+        tas_count++;
+        __sync_lock_release(&tas_word);
+#endif
+    } else if (!strcmp(prim, "cas")) {
+        int expected = 0;
+        while (!atomic_compare_exchange_weak(&cas_word, &expected, 1))
+            expected = 0;
+#ifdef RACY
+        atomic_store(&cas_word, 0);
+        tas_count++;
+#else
+        tas_count++;
+        atomic_store(&cas_word, 0);
+#endif
     }
     return NULL;
 }
@@ -179,7 +215,8 @@ int main(int argc, char **argv) {
     pthread_spin_init(&spin, 0);
     pthread_barrier_init(&barrier, NULL, THREADS);
     sem_init(&sem, 0, 0);
-    int readers_only = !strcmp(prim, "once") || !strcmp(prim, "barrier") || !strcmp(prim, "tas");
+    int locks = !strcmp(prim, "tas") || !strcmp(prim, "sync-tas") || !strcmp(prim, "cas");
+    int readers_only = !strcmp(prim, "once") || !strcmp(prim, "barrier") || locks;
     pthread_t w, r[THREADS];
     if (!readers_only)
         pthread_create(&w, NULL, writer, NULL);
@@ -189,7 +226,7 @@ int main(int argc, char **argv) {
         pthread_join(r[i], NULL);
     if (!readers_only)
         pthread_join(w, NULL);
-    if (!strcmp(prim, "tas"))
+    if (locks)
         heddle_assert(tas_count == THREADS, "test-and-set lock lost an increment");
     return 0;
 }

@@ -233,6 +233,21 @@ fn kappa_phi(plan: &Plan, p: &PlanProgress) -> String {
     format!("{{{}}}", names.join("; "))
 }
 
+/// How a forced event bent the run's order, if one did.
+fn bent_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
+    let (j, s) = p.bent?;
+    let forced = match p.forced {
+        0 => String::new(),
+        1 => "; 1 decision forced a held thread".into(),
+        k => format!("; {k} decisions forced a held thread"),
+    };
+    Some(format!(
+        "order bent: {} ran before {}: no thread that could run was free to go instead{forced}",
+        event_name(plan, j),
+        event_name(plan, s),
+    ))
+}
+
 /// Which constraint a run stopped at, and why (None when κS = n).
 fn stall_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
     if let Some((i, why)) = &p.abandoned {
@@ -312,13 +327,21 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         }
         let (result, progress) = (&run.result, &run.progress);
         let mut line = format!(
-            "seed {seed}: {} ({})  κS {}/{n}  κΦ {}  new coverage {new_sites} site(s)",
+            "seed {seed}: {} ({})  κS {}/{n}{}  κΦ {}  new coverage {new_sites} site(s)",
             ending.label(),
             result.verdict.summary(),
             progress.satisfied,
+            if progress.bent.is_some() {
+                " (bent)"
+            } else {
+                ""
+            },
             kappa_phi(&plan, progress)
         );
         if let Some(s) = stall_text(&plan, progress) {
+            line.push_str(&format!("\n    {s}"));
+        }
+        if let Some(s) = bent_text(&plan, progress) {
             line.push_str(&format!("\n    {s}"));
         }
         if let Some(p) = &run.replay {
@@ -371,7 +394,17 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
             event_name(&plan, i),
             runs.len()
         ),
-        _ => println!("stalls most: none (every run satisfied the whole order)"),
+        _ => {
+            let bent = runs.iter().filter(|r| r.progress.bent.is_some()).count();
+            if bent == 0 {
+                println!("stalls most: none (every run satisfied the whole order)");
+            } else {
+                println!(
+                    "stalls most: none, but forced events bent the order in {bent} of {} runs",
+                    runs.len()
+                );
+            }
+        }
     }
     for i in 0..n {
         let never = runs.iter().filter(|r| !r.progress.phi_held[i]).count();
@@ -396,7 +429,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     }
     let engaged = runs
         .iter()
-        .filter(|r| r.progress.satisfied == n && r.progress.phi_never_held().is_empty())
+        .filter(|r| r.progress.followed(n) && r.progress.phi_never_held().is_empty())
         .count();
     println!(
         "engaged (κS = {n}, κΦ = ∅) in {engaged} of {} runs",
@@ -502,7 +535,7 @@ fn expectation(
             if normal != runs.len() {
                 println!("expectation failed: not every run ended normally");
                 bug("expectation failed: not every run ended normally")
-            } else if runs.iter().all(|r| r.progress.satisfied < n) {
+            } else if runs.iter().all(|r| !r.progress.followed(n)) {
                 println!("expectation failed: every run ended normally, but none followed the whole plan (the test would be vacuous)");
                 bug("expectation failed: no run followed the whole plan")
             } else {

@@ -372,6 +372,9 @@ pub const MAX_USER_INTERLEAVINGS: usize = 1_000_000;
 /// the user count is a lower bound, flagged as such). Enumerating 20,000 per
 /// schedule made spin-heavy targets spend ~20 ms per schedule counting.
 const MAX_EXTENSIONS_PER_RUN: usize = 2_000;
+/// Runs with more user events than this count one user interleaving (the
+/// one that ran) instead of enumerating them.
+const MAX_USER_EVENTS_COUNTED: usize = 400;
 
 /// What an event touches, for the dependency relation of DPOR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -583,7 +586,15 @@ fn next_sleep(sleep: &[Sleeper], chosen: &Candidate) -> Vec<Sleeper> {
 struct Guide {
     last: Option<Tid>,
     sleep: Vec<Sleeper>,
+    /// Threads seen spinning that have not run since.
+    spinners: BTreeSet<Tid>,
+    /// Consecutive decisions at which every thread awake was spinning.
+    spin_run: u32,
 }
+
+/// Decisions of spinning by every awake thread after which [`Guide`] wakes
+/// a sleeper.
+const GUIDE_SPIN_PATIENCE: u32 = 1_000;
 
 impl Strategy for Guide {
     fn spec(&self) -> String {
@@ -595,11 +606,35 @@ impl Strategy for Guide {
         let cands = choice.candidates;
         self.sleep.retain(|s| s.among(cands));
         let order = default_order(choice.current, cands, self.last);
-        let pick = order
-            .iter()
-            .copied()
-            .find(|&i| !self.sleep.iter().any(|s| s.tid == cands[i].tid))
+        // A spinning hint is reported once; a spinner stays one until it
+        // runs again.
+        self.spinners
+            .extend(cands.iter().filter(|c| c.spinning).map(|c| c.tid));
+        self.spinners.retain(|t| cands.iter().any(|c| c.tid == *t));
+        let asleep = |i: usize| self.sleep.iter().any(|s| s.tid == cands[i].tid);
+        let spinning = |i: usize| self.spinners.contains(&cands[i].tid);
+        // A spinner only waits for another thread. When every thread awake
+        // has spun for a long stretch (longer than a library lock's bounded
+        // spin before it sleeps), a sleeper is woken: the spin's reads were
+        // not seen to conflict with it, but spinning on would only end at
+        // the step budget.
+        let awake = order.iter().copied().find(|&i| !asleep(i) && !spinning(i));
+        self.spin_run = if awake.is_some() {
+            0
+        } else {
+            self.spin_run + 1
+        };
+        let pick = awake
+            .or_else(|| {
+                let wake = self.spin_run > GUIDE_SPIN_PATIENCE;
+                order
+                    .iter()
+                    .copied()
+                    .find(|&i| !spinning(i) && (wake || !asleep(i)))
+            })
+            .or_else(|| order.iter().copied().find(|&i| !asleep(i)))
             .unwrap_or(order[0]);
+        self.spinners.remove(&cands[pick].tid);
         self.sleep = next_sleep(&self.sleep, &cands[pick]);
         self.last = Some(cands[pick].tid);
         pick
@@ -865,6 +900,9 @@ fn projection_hash(seq: &[(Tid, SiteId)]) -> [u8; 16] {
 
 /// Every order of the user events consistent with happens-before (up to
 /// `limit`), as projection hashes. Returns whether the limit cut it short.
+/// Above `MAX_USER_EVENTS_COUNTED` user events (a long spin, a long loop)
+/// only the order that ran is counted: the count is a lower bound anyway,
+/// and the enumeration's cost grows with the square of the events.
 fn linear_extensions(
     events: &[Event],
     hb: &Hb,
@@ -873,68 +911,99 @@ fn linear_extensions(
     out: &mut Vec<[u8; 16]>,
 ) -> bool {
     let n = users.len();
-    // preds[b] = bitset (as Vec<bool>) of user events that must come before b.
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    if n > MAX_USER_EVENTS_COUNTED {
+        let ran: Vec<(Tid, SiteId)> = users
+            .iter()
+            .map(|&u| (events[u].tid, events[u].site))
+            .collect();
+        out.push(projection_hash(&ran));
+        return true;
+    }
+    // `succs[a]`: the user events that `a` must come before; `waiting[b]`:
+    // how many of `b`'s predecessors are not placed yet.
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut waiting = vec![0u32; n];
     for b in 0..n {
         for a in 0..b {
             if hb.before(users[a], users[b]) {
-                preds[b].push(a);
+                succs[a].push(b);
+                waiting[b] += 1;
             }
         }
     }
-    let mut placed = vec![false; n];
-    let mut seq: Vec<(Tid, SiteId)> = Vec::with_capacity(n);
-    let mut cut = false;
-    #[allow(clippy::too_many_arguments)]
-    fn rec(
-        events: &[Event],
-        users: &[usize],
-        preds: &[Vec<usize>],
-        placed: &mut [bool],
-        seq: &mut Vec<(Tid, SiteId)>,
+    // Same-thread events are ordered, so each thread offers only its next
+    // event: `queues[t]` lists thread t's user events, `next[t]` its cursor.
+    let mut queues: Vec<Vec<usize>> = Vec::new();
+    for (b, &u) in users.iter().enumerate() {
+        let t = events[u].tid as usize;
+        if t >= queues.len() {
+            queues.resize(t + 1, Vec::new());
+        }
+        queues[t].push(b);
+    }
+    struct Walk<'a> {
+        events: &'a [Event],
+        users: &'a [usize],
+        succs: &'a [Vec<usize>],
+        queues: &'a [Vec<usize>],
         limit: usize,
-        out: &mut Vec<[u8; 16]>,
-        cut: &mut bool,
-    ) {
-        if *cut {
+    }
+    struct State<'a> {
+        waiting: Vec<u32>,
+        next: Vec<usize>,
+        seq: Vec<(Tid, SiteId)>,
+        out: &'a mut Vec<[u8; 16]>,
+        cut: bool,
+    }
+    fn rec(w: &Walk, st: &mut State) {
+        if st.cut {
             return;
         }
-        if seq.len() == users.len() {
-            if out.len() >= limit {
-                *cut = true;
+        if st.seq.len() == w.users.len() {
+            if st.out.len() >= w.limit {
+                st.cut = true;
                 return;
             }
-            out.push(projection_hash(seq));
+            st.out.push(projection_hash(&st.seq));
             return;
         }
-        // Same-thread events are ordered: try each thread's next event once.
-        let mut tried: BTreeSet<Tid> = BTreeSet::new();
-        for b in 0..users.len() {
-            if placed[b] || !preds[b].iter().all(|&a| placed[a]) {
+        for t in 0..w.queues.len() {
+            let Some(&b) = w.queues[t].get(st.next[t]) else {
+                continue;
+            };
+            if st.waiting[b] != 0 {
                 continue;
             }
-            let e = &events[users[b]];
-            if !tried.insert(e.tid) {
-                continue;
+            st.next[t] += 1;
+            for &s in &w.succs[b] {
+                st.waiting[s] -= 1;
             }
-            placed[b] = true;
-            seq.push((e.tid, e.site));
-            rec(events, users, preds, placed, seq, limit, out, cut);
-            seq.pop();
-            placed[b] = false;
+            let e = &w.events[w.users[b]];
+            st.seq.push((e.tid, e.site));
+            rec(w, st);
+            st.seq.pop();
+            for &s in &w.succs[b] {
+                st.waiting[s] += 1;
+            }
+            st.next[t] -= 1;
         }
     }
-    rec(
+    let walk = Walk {
         events,
         users,
-        &preds,
-        &mut placed,
-        &mut seq,
+        succs: &succs,
+        queues: &queues,
         limit,
+    };
+    let mut st = State {
+        waiting,
+        next: vec![0; queues.len()],
+        seq: Vec::with_capacity(n),
         out,
-        &mut cut,
-    );
-    cut
+        cut: false,
+    };
+    rec(&walk, &mut st);
+    st.cut
 }
 
 /// Explores the schedules of `program` under `base` (args, budgets, env).
@@ -1003,7 +1072,15 @@ pub fn explore(
             observe: observe.clone(),
             ..base.clone()
         };
-        let r = program.run_with_strategy(&cfg, Box::new(Guide { last, sleep }))?;
+        let r = program.run_with_strategy(
+            &cfg,
+            Box::new(Guide {
+                last,
+                sleep,
+                spinners: BTreeSet::new(),
+                spin_run: 0,
+            }),
+        )?;
         if let Some(d) = &r.divergence {
             bail!(
                 "internal error: schedule {} did not replay its prefix (decision {}: {})",

@@ -108,6 +108,11 @@ pub enum AllocFn {
     PosixMemalign,
 }
 
+/// Whether `tid` is among `cands` with a spinning hint.
+fn cands_spinning(cands: &[Candidate], tid: Tid) -> bool {
+    cands.iter().any(|c| c.tid == tid && c.spinning)
+}
+
 /// Per-thread bookkeeping.
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
@@ -119,6 +124,12 @@ pub struct ThreadRec {
     pub name: Option<String>,
     pub spinning: bool,
     last_read: (u32, u64),
+    /// (address, value there) at this thread's last read-modify-write or
+    /// compare-exchange, until it stores to that address another way.
+    last_rmw: Option<(u32, u64)>,
+    /// Whether its pending event was seen to spin (unlike `spinning`, not
+    /// cleared once reported).
+    spins: bool,
     /// Result of the wait that blocked this thread: 0 woken, 2 timed out.
     pub wake_result: i32,
     /// Site of the wait/sleep it blocked at.
@@ -148,6 +159,8 @@ impl ThreadRec {
             name: None,
             spinning: false,
             last_read: (u32::MAX, 0),
+            last_rmw: None,
+            spins: false,
             wake_result: 0,
             block_site: NO_SITE,
             block_stack: Vec::new(),
@@ -660,7 +673,9 @@ impl RunState {
             self.solo_epoch = steps;
             let th = &mut self.threads[tid as usize];
             th.spinning = false;
+            th.spins = false;
             th.last_read = (u32::MAX, steps);
+            th.last_rmw = None;
             th.pending = p;
             if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
@@ -668,8 +683,32 @@ impl RunState {
             return;
         }
         let solo_epoch = self.solo_epoch;
+        // A failing test-and-set, exchange or CAS writes what it read (or
+        // nothing), so it never looks like a re-read of an unwritten word:
+        // it spins when the word holds the value this thread's last such
+        // operation on it saw, and the thread has not stored there since
+        // (an uncontended lock taken, released by a store and taken again
+        // is not spinning).
+        let rmw_seen = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg)
+            .then(|| self.read_le(p.addr, p.len.clamp(1, 8)))
+            .flatten()
+            .map(|v| (p.addr, v));
         let th = &mut self.threads[tid as usize];
         th.spinning = match p.kind {
+            EventKind::Rmw | EventKind::Cmpxchg => {
+                let same = rmw_seen.is_some() && th.last_rmw == rmw_seen;
+                th.last_rmw = rmw_seen;
+                same
+            }
+            EventKind::Write | EventKind::Copy | EventKind::Fill => {
+                if th
+                    .last_rmw
+                    .is_some_and(|(a, _)| a.wrapping_sub(p.addr) < p.len.max(1))
+                {
+                    th.last_rmw = None;
+                }
+                false
+            }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
                 let (last_addr, last_step) = th.last_read;
@@ -685,6 +724,7 @@ impl RunState {
                 .is_some_and(|s| s.kind == SiteKind::BackEdge),
             _ => false,
         };
+        th.spins = th.spinning;
         th.pending = p;
         if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
             *w |= 1 << (p.site & 63);
@@ -803,16 +843,24 @@ impl RunState {
         self.solo_epoch = self.steps;
         let th = &mut self.threads[self.current as usize];
         th.spinning = false;
+        th.spins = false;
         th.last_read = (u32::MAX, self.steps);
+        th.last_rmw = None;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
         self.steps += 1;
         self.clock.tick();
         if self.steps > self.limits.max_steps {
-            return Err(self.end(Outcome::Hang {
-                reason: format!("step budget of {} exceeded", self.limits.max_steps),
-            }));
+            let reason = if self.livelocked() {
+                format!(
+                    "livelock: every running thread spins (step budget of {} exceeded)",
+                    self.limits.max_steps
+                )
+            } else {
+                format!("step budget of {} exceeded", self.limits.max_steps)
+            };
+            return Err(self.end(Outcome::Hang { reason }));
         }
         if self.clock.now() > self.limits.max_time_ns {
             return Err(self.end(Outcome::Hang {
@@ -826,6 +874,13 @@ impl RunState {
             self.fire_timers();
         }
         Ok(())
+    }
+
+    /// Whether the run ends in a livelock: two or more threads can run and
+    /// every one of them is about to repeat a spin (a lone spinner, or one
+    /// thread that works without spinning, makes it a plain hang).
+    fn livelocked(&self) -> bool {
+        self.ready.len() > 1 && self.ready.iter().all(|&t| self.threads[t as usize].spins)
     }
 
     fn fire_timers(&mut self) {
@@ -901,10 +956,13 @@ impl RunState {
             self.executed(tid, false)?;
             return Ok(false);
         }
+        // Leaving a thread that was seen spinning is not a preemption: it
+        // could not have made progress by going on.
+        let spun = cands_spinning(&self.cands, tid);
         self.switches += 1;
-        self.preemptions += 1;
+        self.preemptions += !spun as u64;
         self.current = chosen;
-        self.executed(chosen, true)?;
+        self.executed(chosen, !spun)?;
         Ok(true)
     }
 

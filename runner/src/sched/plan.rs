@@ -45,6 +45,11 @@ pub struct PlanProgress {
     pub abandoned: Option<(usize, String)>,
     /// Held threads forced because no other thread could run.
     pub forced: u64,
+    /// The first event that ran out of the plan's order: (its index, the
+    /// satisfied prefix then). It ran before e_{s+1}, forced because every
+    /// thread that could run was held (or it was the only one), so the run
+    /// does not count as following the plan even if κS reaches n later.
+    pub bent: Option<(usize, usize)>,
     /// Decisions that held a thread back.
     pub held: u64,
     /// Step (global event count) at which each satisfied event happened.
@@ -52,6 +57,12 @@ pub struct PlanProgress {
 }
 
 impl PlanProgress {
+    /// Whether the run followed the whole plan of `n` events: every event in
+    /// order, none of them forced out of it.
+    pub fn followed(&self, n: usize) -> bool {
+        self.satisfied == n && self.bent.is_none()
+    }
+
     /// κΦ: indices of events whose state constraint never held.
     pub fn phi_never_held(&self) -> Vec<usize> {
         (0..self.phi_held.len())
@@ -233,6 +244,14 @@ impl Strategy for PlanStrategy {
     fn on_event(&mut self, tid: Tid, event: &Pending, view: &dyn RunView) {
         self.steps += 1;
         let n = self.plan.events.len();
+        if self.active() && self.progress.bent.is_none() {
+            // A later event ran before e_{s+1}: forced, or alone to run.
+            let s = self.s;
+            if let Some(j) = (s + 1..n).find(|&j| self.occurs(j, tid, event, view)) {
+                self.progress.bent = Some((j, s));
+                self.publish();
+            }
+        }
         if self.active() && self.occurs(self.s, tid, event, view) && self.phi(self.s, view) {
             self.progress.at_step.push(self.steps);
             self.s += 1;
@@ -394,6 +413,24 @@ mod tests {
         let p = out.lock().unwrap().clone();
         assert_eq!(p.satisfied, 2);
         assert!(p.phi_never_held().is_empty());
+    }
+
+    #[test]
+    fn a_forced_later_event_bends_the_order() {
+        let (mut s, out) = strategy(Vec::new(), 100);
+        let mem = Mem(0);
+        // Only t2 can run and its read is e2, held behind e1: forced.
+        assert_eq!(pick(&mut s, &[cand(2, EventKind::Read)], &mem), 2);
+        s.on_event(2, &pending(EventKind::Read), &mem);
+        let p = out.lock().unwrap().clone();
+        assert_eq!((p.forced, p.bent), (1, Some((1, 0))));
+        assert!(!p.followed(2));
+        // e1 and e2 in order: followed.
+        s.reset(0);
+        s.on_event(1, &pending(EventKind::Write), &mem);
+        s.on_event(2, &pending(EventKind::Read), &mem);
+        let p = out.lock().unwrap().clone();
+        assert!(p.followed(2) && p.bent.is_none(), "{p:?}");
     }
 
     #[test]

@@ -15,13 +15,16 @@
 use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Choice, Strategy};
 use crate::model::{EventKind, Pending, Tid};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The `pos` strategy.
 pub struct Pos {
     rng: Rng,
     /// Each thread's pending event as last seen, with its priority.
     priority: BTreeMap<Tid, (Pending, u64)>,
+    /// Threads seen spinning that have not run since (a spinning hint is
+    /// reported once; two spinners must not take turns forever).
+    spinners: BTreeSet<Tid>,
 }
 
 impl Pos {
@@ -30,6 +33,7 @@ impl Pos {
         Pos {
             rng: Rng::new(0, STREAM_STRATEGY),
             priority: BTreeMap::new(),
+            spinners: BTreeSet::new(),
         }
     }
 }
@@ -75,6 +79,7 @@ impl Strategy for Pos {
     fn reset(&mut self, seed: u64) {
         self.rng = Rng::new(seed, STREAM_STRATEGY);
         self.priority.clear();
+        self.spinners.clear();
     }
 
     fn pick_thread(&mut self, choice: &Choice) -> usize {
@@ -90,18 +95,24 @@ impl Strategy for Pos {
                 self.priority.insert(c.tid, (c.pending, pr));
             }
         }
+        let cands = choice.candidates;
+        self.spinners
+            .extend(cands.iter().filter(|c| c.spinning).map(|c| c.tid));
+        self.spinners.retain(|t| cands.iter().any(|c| c.tid == *t));
         let prio = |tid: Tid| self.priority.get(&tid).map(|e| e.1).unwrap_or(0);
+        let spins = |tid: Tid| self.spinners.contains(&tid);
         let pick = choice
             .candidates
             .iter()
             .enumerate()
             .max_by_key(|(_, c)| {
                 // A spinner waits for someone else: let the others go first.
-                (!c.spinning, prio(c.tid), std::cmp::Reverse(c.tid))
+                (!spins(c.tid), prio(c.tid), std::cmp::Reverse(c.tid))
             })
             .map(|(i, _)| i)
             .unwrap_or(0);
         let ran = choice.candidates[pick];
+        self.spinners.remove(&ran.tid);
         // The chosen event executes: its thread's next event is new, and
         // every pending event racing with it is reset.
         self.priority.remove(&ran.tid);
