@@ -6,13 +6,15 @@
 //! site, else an address): the accesses ⟨thread, R/W, file:line⟩ in observed order with
 //! the lock set held at each (wasi-libc mutexes, recognised by their
 //! lock/unlock call sites), how many threads and sites touch it, and the
-//! *conflicting pairs* — accesses from different threads, at least one a
-//! write, holding no common lock and not ordered by spawn/join — with in how
-//! many runs each pair was seen in each order. Pairs that share a lock are
+//! *conflicting pairs* — accesses from different threads to overlapping
+//! bytes, at least one a write, holding no common lock and not ordered by
+//! spawn/join or by the race detector's other synchronisation edges
+//! (atomics, barriers, `pthread_once`; see `add_run`) — with in how many
+//! runs each pair was seen in each order. Pairs that share a lock are
 //! listed apart: the lock serialises them but does not fix their order,
 //! which is where atomicity violations live.
 
-use crate::instrument::{SiteId, SiteTable};
+use crate::instrument::{SiteId, SiteKind, SiteTable};
 use crate::model::{EventKind, Tid};
 use crate::runtime::RunResult;
 use serde::Serialize;
@@ -21,6 +23,9 @@ use std::sync::Arc;
 
 /// Most accesses per variable and run that pairs are computed over.
 const MAX_PAIR_ACCESSES: usize = 4000;
+/// Bytes of a lock object from its address (wasi-libc's rwlock, the
+/// largest): atomics there are the lock's own, modelled by lock sets.
+const LOCK_OBJECT_BYTES: u32 = 32;
 /// Most accesses listed per variable in the report.
 const MAX_LISTED: usize = 40;
 
@@ -42,6 +47,9 @@ struct Access {
     tid: Tid,
     point: Point,
     write: bool,
+    /// The bytes accessed (elements of one array are one variable but
+    /// conflict only where they overlap).
+    bytes: (u32, u32),
     locks: Vec<u32>,
     /// The thread's vector clock over spawn/join edges.
     vc: Arc<Vec<u32>>,
@@ -250,6 +258,49 @@ impl<'a> Observer<'a> {
                 Arc::make_mut(&mut vc[p])[p] += 1;
             };
         let mut join_pending: Vec<Option<Tid>> = vec![None; nthreads];
+        // Synchronisation edges, the race detector's rule without locks
+        // (which are kept as lock sets, so that lock-ordered pairs stay
+        // visible): an atomic write releases its word, an atomic read
+        // acquires it; a barrier's arrival releases into it and every
+        // return from `pthread_barrier_wait` or `pthread_once` acquires the
+        // object. Atomics on a lock's own words are left out.
+        let lock_words: BTreeSet<u32> = r
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::Lock | EventKind::Acquire | EventKind::Unlock | EventKind::CondWait
+                )
+            })
+            .map(|e| e.addr)
+            .collect();
+        let in_lock = |addr: u32| {
+            lock_words
+                .range(..=addr)
+                .next_back()
+                .is_some_and(|&l| addr - l < LOCK_OBJECT_BYTES)
+        };
+        let mut released: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut acquire_after_call: Vec<Option<u32>> = vec![None; nthreads];
+        let acquire = |vc: &mut Arc<Vec<u32>>, clock: Option<&Vec<u32>>| {
+            if let Some(c) = clock {
+                let mine = Arc::make_mut(vc);
+                for (m, o) in mine.iter_mut().zip(c.iter()) {
+                    *m = (*m).max(*o);
+                }
+            }
+        };
+        let release = |vc: &mut Arc<Vec<u32>>,
+                       released: &mut BTreeMap<u32, Vec<u32>>,
+                       t: usize,
+                       addr: u32| {
+            let into = released.entry(addr).or_insert_with(|| vec![0; vc.len()]);
+            for (m, o) in into.iter_mut().zip(vc.iter()) {
+                *m = (*m).max(*o);
+            }
+            Arc::make_mut(vc)[t] += 1;
+        };
         let mut locks: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); nthreads];
         let mut per_var: BTreeMap<VarKey, (String, &'static str, Vec<Access>)> = BTreeMap::new();
         for e in &r.events {
@@ -268,7 +319,35 @@ impl<'a> Observer<'a> {
                     *m = (*m).max(*o);
                 }
             }
+            if let Some(addr) = acquire_after_call[t].take() {
+                acquire(&mut vc[t], released.get(&addr));
+            }
+            let site = self.sites.site(e.site);
+            let sync_word =
+                e.kind.is_access() && site.is_some_and(|s| s.atomic) && !in_lock(e.addr);
+            if sync_word
+                && matches!(
+                    e.kind,
+                    EventKind::Read | EventKind::Rmw | EventKind::Cmpxchg
+                )
+            {
+                acquire(&mut vc[t], released.get(&e.addr));
+            }
+            // A user access is recorded with the clock before its release;
+            // library accesses are not recorded (the arm below skips them).
+            let user = site.is_some_and(|s| s.user);
+            if sync_word && e.kind.writes() && !user {
+                release(&mut vc[t], &mut released, t, e.addr);
+            }
             match e.kind {
+                EventKind::Call => match site.map(|s| s.kind) {
+                    Some(SiteKind::Barrier) => {
+                        release(&mut vc[t], &mut released, t, e.addr);
+                        acquire_after_call[t] = Some(e.addr);
+                    }
+                    Some(SiteKind::Once) => acquire_after_call[t] = Some(e.addr),
+                    _ => {}
+                },
                 EventKind::Spawn => {
                     if let Some(c) = children[t].pop_front() {
                         start_child(&mut vc, &mut started, t, c as usize);
@@ -296,11 +375,15 @@ impl<'a> Observer<'a> {
                         tid: e.tid,
                         point: (e.site, access_label(k)),
                         write: k.writes(),
+                        bytes: (e.addr, e.addr.saturating_add(e.len.max(1))),
                         locks: locks[t].iter().copied().collect(),
                         vc: vc[t].clone(),
                     });
                 }
                 _ => {}
+            }
+            if sync_word && e.kind.writes() && user {
+                release(&mut vc[t], &mut released, t, e.addr);
             }
         }
         for (key, (display, class, accesses)) in per_var {
@@ -357,6 +440,7 @@ impl<'a> Observer<'a> {
                 if last.tid == a.tid
                     && last.point == a.point
                     && last.locks == a.locks
+                    && last.bytes == a.bytes
                     && Arc::ptr_eq(&last.vc, &a.vc)
                 {
                     continue;
@@ -369,7 +453,8 @@ impl<'a> Observer<'a> {
         let mut found: BTreeMap<(bool, (Point, Point)), Acc> = BTreeMap::new();
         for (i, x) in folded.iter().enumerate() {
             for y in &folded[i + 1..] {
-                if x.tid == y.tid || !(x.write || y.write) {
+                let overlap = x.bytes.0 < y.bytes.1 && y.bytes.0 < x.bytes.1;
+                if x.tid == y.tid || !(x.write || y.write) || !overlap {
                     continue;
                 }
                 // Ordered by spawn/join: y's clock has seen x.

@@ -442,3 +442,55 @@ var = "balance"
     assert!(s.contains("engaged (κS = 2, κΦ = ∅) in 0 of 8 runs"), "{s}");
     assert!(!s.contains("every run satisfied the whole order"), "{s}");
 }
+
+/// `heddle observe` orders accesses by the race detector's rule: the
+/// correctly synchronised hand-offs of the sync zoo have no conflicting
+/// plain-access pair, and each racy twin has one on the data it peeks at.
+#[test]
+fn observe_agrees_with_the_race_detector_on_the_sync_zoo() {
+    let plain_pairs = |racy: bool, prim: &str| -> Vec<String> {
+        let mut args = vec!["observe", "tests/programs/sync_zoo.c"];
+        if racy {
+            args.extend(["--cflag", "-DRACY"]);
+        }
+        args.extend(["--runs", "4", "--json", "--", prim]);
+        let o = heddle_out(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let mut names = Vec::new();
+        for v in j["variables"].as_array().unwrap() {
+            let plain = v["conflicting_pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["first"]["access"] != "RMW" && p["second"]["access"] != "RMW");
+            if plain {
+                names.push(v["name"].as_str().unwrap_or("?").to_string());
+            }
+        }
+        names
+    };
+    for (prim, racy_var) in [
+        ("barrier", "slot"),
+        ("release-acquire", "data"),
+        ("sem", "data"),
+        ("once", "data"),
+        ("signal", "data"),
+        ("mutex", "data"),
+        ("sync-builtins", "data"),
+        ("tas", "tas_count"),
+    ] {
+        let clean = plain_pairs(false, prim);
+        assert!(
+            clean
+                .iter()
+                .all(|v| v != racy_var && v != "data" && v != "slot"),
+            "{prim}: {clean:?}"
+        );
+        let racy = plain_pairs(true, prim);
+        assert!(
+            racy.iter().any(|v| v == racy_var),
+            "{prim} -DRACY: {racy:?}"
+        );
+    }
+}
