@@ -202,6 +202,7 @@ const ZOO: &[&str] = &[
     "tas",
     "sync-tas",
     "cas",
+    "futex",
 ];
 
 /// Every strategy, as one portfolio: seed `s` runs member `s mod 7`.

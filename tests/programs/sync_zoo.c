@@ -7,7 +7,7 @@
  *
  * -DRACY: the racy twin. The reader also peeks at `data` before it
  * synchronises (at a neighbour's slot for `barrier`; the lock-word
- * members `tas`, `sync-tas` and `cas` count outside their lock), a data
+ * members `tas`, `sync-tas`, `cas` and `futex` count outside their lock), a data
  * race every detector must report.
  */
 #include <sched.h>
@@ -37,6 +37,7 @@ static atomic_int flag;
 static atomic_flag tas = ATOMIC_FLAG_INIT;
 static int tas_word;
 static atomic_int cas_word;
+static atomic_int futex_word;
 static int tas_count;
 
 static void peek(void) {
@@ -195,6 +196,19 @@ static void *reader(void *arg) {
         tas_count++;
         __sync_lock_release(&tas_word);
 #endif
+    } else if (!strcmp(prim, "futex")) {
+        /* A user lock on wasm's own futex: wait while the word is 1. */
+        while (atomic_exchange(&futex_word, 1))
+            __builtin_wasm_memory_atomic_wait32((int *)&futex_word, 1, -1);
+#ifdef RACY
+        atomic_store(&futex_word, 0);
+        __builtin_wasm_memory_atomic_notify((int *)&futex_word, 1);
+        tas_count++;
+#else
+        tas_count++;
+        atomic_store(&futex_word, 0);
+        __builtin_wasm_memory_atomic_notify((int *)&futex_word, 1);
+#endif
     } else if (!strcmp(prim, "cas")) {
         int expected = 0;
         while (!atomic_compare_exchange_weak(&cas_word, &expected, 1))
@@ -215,7 +229,8 @@ int main(int argc, char **argv) {
     pthread_spin_init(&spin, 0);
     pthread_barrier_init(&barrier, NULL, THREADS);
     sem_init(&sem, 0, 0);
-    int locks = !strcmp(prim, "tas") || !strcmp(prim, "sync-tas") || !strcmp(prim, "cas");
+    int locks = !strcmp(prim, "tas") || !strcmp(prim, "sync-tas") || !strcmp(prim, "cas") ||
+                !strcmp(prim, "futex");
     int readers_only = !strcmp(prim, "once") || !strcmp(prim, "barrier") || locks;
     pthread_t w, r[THREADS];
     if (!readers_only)
