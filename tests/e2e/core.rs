@@ -770,3 +770,19 @@ fn the_budget_local_counts_like_the_global() {
         "budget_exits.c had too few budget events to compare: {exits:?}"
     );
 }
+
+/// A mistyped command or flag: the error on the first line, then clap's
+/// suggestion and the usage line, exit 2.
+#[test]
+fn mistyped_commands_and_flags_get_a_tip_and_the_usage() {
+    let o = heddle_out(&["fuz"]);
+    assert_usage_error(&o, "unrecognized subcommand 'fuz'");
+    let err = text(&o.stderr);
+    assert!(err.contains("a similar subcommand exists: 'fuzz'"), "{err}");
+    assert!(err.contains("Usage: heddle <COMMAND>"), "{err}");
+    let o = heddle_out(&["fuzz", "targets/race_bank.c", "--job", "2"]);
+    assert_usage_error(&o, "unexpected argument '--job'");
+    let err = text(&o.stderr);
+    assert!(err.contains("a similar argument exists: '--jobs'"), "{err}");
+    assert!(err.contains("Usage: heddle fuzz"), "{err}");
+}

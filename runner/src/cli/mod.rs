@@ -103,10 +103,15 @@ pub fn main() -> i32 {
                 let _ = e.print();
                 return EXIT_OK;
             }
-            // One line, like every other heddle error.
+            // The error on one line, like every other heddle error, then
+            // clap's tip (a similar command or flag) and usage below it.
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("bad usage");
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("bad usage");
             eprintln!("heddle: error: {}", first.trim_start_matches("error: "));
+            for l in lines {
+                eprintln!("{l}");
+            }
             return EXIT_USAGE;
         }
     };
