@@ -786,3 +786,43 @@ fn mistyped_commands_and_flags_get_a_tip_and_the_usage() {
     assert!(err.contains("a similar argument exists: '--jobs'"), "{err}");
     assert!(err.contains("Usage: heddle fuzz"), "{err}");
 }
+
+/// Completion scripts for every shell clap_complete knows (the bash one is
+/// valid bash and completes the commands and fuzz's flags), and a man page
+/// per command.
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let o = heddle_out(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
+        let script = text(&o.stdout);
+        for word in ["fuzz", "replay", "explore", "strategy"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    let dir = tempdir();
+    let bash = dir.path().join("heddle.bash");
+    std::fs::write(&bash, heddle_out(&["completions", "bash"]).stdout).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&bash)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    assert_usage_error(&heddle_out(&["completions", "tcsh"]), "tcsh");
+
+    let out = dir.path().join("man");
+    let o = heddle_out(&["man", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for page in [
+        "heddle.1",
+        "heddle-fuzz.1",
+        "heddle-replay.1",
+        "heddle-toolchain-install.1",
+    ] {
+        let roff = std::fs::read_to_string(out.join(page)).expect(page);
+        assert!(roff.contains(".TH"), "{page}");
+    }
+    let fuzz = std::fs::read_to_string(out.join("heddle-fuzz.1")).unwrap();
+    assert!(fuzz.contains("strategy"), "{fuzz}");
+}

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 pub mod compare;
+mod completions;
 pub mod explore;
 pub mod fuzz;
 mod instrument;
@@ -86,6 +87,10 @@ enum Cmd {
     Sites(instrument::SitesArgs),
     /// List the bundled targets (and build them with --build).
     Targets(targets::TargetsArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(completions::CompletionsArgs),
+    /// Write man pages (heddle.1 and one per command) into a directory.
+    Man(completions::ManArgs),
     /// Install or check the C/C++ toolchain.
     Toolchain {
         #[command(subcommand)]
@@ -148,6 +153,8 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Cc { args } => toolchain::cc(args),
         Cmd::Toolchain { cmd } => toolchain::run(cmd),
         Cmd::Targets(a) => targets::targets_cmd(a),
+        Cmd::Completions(a) => completions::completions_cmd(a),
+        Cmd::Man(a) => completions::man_cmd(a),
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
         Cmd::Replay(a) => fuzz::replay_cmd(a),
