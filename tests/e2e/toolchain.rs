@@ -1289,3 +1289,40 @@ fn a_wasi_sdk_named_by_wasi_sdk_path_is_used() {
         text(&doctor.stdout)
     );
 }
+
+/// The declared `rust-version` is at least what every locked dependency
+/// needs (wasmtime's crates set the floor), so an older compiler is told so
+/// by cargo instead of failing inside a dependency.
+#[test]
+fn declared_rust_version_covers_every_dependency() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let version = |v: &str| -> Vec<u64> {
+        let mut parts: Vec<u64> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
+        parts.resize(3, 0);
+        parts
+    };
+    let ours = m["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "heddle")
+        .and_then(|p| p["rust_version"].as_str())
+        .map(version)
+        .expect("heddle declares a rust-version");
+    for p in m["packages"].as_array().unwrap() {
+        if let Some(v) = p["rust_version"].as_str() {
+            assert!(
+                version(v) <= ours,
+                "{} needs rust {v}, more than heddle's declared {ours:?}",
+                p["name"]
+            );
+        }
+    }
+}
