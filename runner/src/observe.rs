@@ -314,10 +314,7 @@ impl<'a> Observer<'a> {
             }
             if let Some(j) = join_pending[t].take() {
                 let other = vc[j as usize].clone();
-                let mine = Arc::make_mut(&mut vc[t]);
-                for (m, o) in mine.iter_mut().zip(other.iter()) {
-                    *m = (*m).max(*o);
-                }
+                acquire(&mut vc[t], Some(&other));
             }
             if let Some(addr) = acquire_after_call[t].take() {
                 acquire(&mut vc[t], released.get(&addr));

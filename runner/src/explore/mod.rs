@@ -51,7 +51,7 @@
 use crate::instrument::{SiteId, SiteKind};
 use crate::model::{EventKind, Pending, Tid};
 use crate::runtime::{Program, RunConfig, RunResult};
-use crate::sched::{Candidate, Choice, Strategy};
+use crate::sched::{Candidate, Choice, Spinners, Strategy};
 use crate::text::Cmp;
 use crate::trace::{Decision, Event};
 use anyhow::{bail, Context, Result};
@@ -587,7 +587,7 @@ struct Guide {
     last: Option<Tid>,
     sleep: Vec<Sleeper>,
     /// Threads seen spinning that have not run since.
-    spinners: BTreeSet<Tid>,
+    spinners: Spinners,
     /// Consecutive decisions at which every thread awake was spinning.
     spin_run: u32,
 }
@@ -606,13 +606,9 @@ impl Strategy for Guide {
         let cands = choice.candidates;
         self.sleep.retain(|s| s.among(cands));
         let order = default_order(choice.current, cands, self.last);
-        // A spinning hint is reported once; a spinner stays one until it
-        // runs again.
-        self.spinners
-            .extend(cands.iter().filter(|c| c.spinning).map(|c| c.tid));
-        self.spinners.retain(|t| cands.iter().any(|c| c.tid == *t));
+        self.spinners.observe(cands);
         let asleep = |i: usize| self.sleep.iter().any(|s| s.tid == cands[i].tid);
-        let spinning = |i: usize| self.spinners.contains(&cands[i].tid);
+        let spinning = |i: usize| self.spinners.contains(cands[i].tid);
         // A spinner only waits for another thread. When every thread awake
         // has spun for a long stretch (longer than a library lock's bounded
         // spin before it sleeps), a sleeper is woken: the spin's reads were
@@ -634,7 +630,7 @@ impl Strategy for Guide {
             })
             .or_else(|| order.iter().copied().find(|&i| !asleep(i)))
             .unwrap_or(order[0]);
-        self.spinners.remove(&cands[pick].tid);
+        self.spinners.ran(cands[pick].tid);
         self.sleep = next_sleep(&self.sleep, &cands[pick]);
         self.last = Some(cands[pick].tid);
         pick
@@ -1077,7 +1073,7 @@ pub fn explore(
             Box::new(Guide {
                 last,
                 sleep,
-                spinners: BTreeSet::new(),
+                spinners: Spinners::default(),
                 spin_run: 0,
             }),
         )?;

@@ -108,11 +108,6 @@ pub enum AllocFn {
     PosixMemalign,
 }
 
-/// Whether `tid` is among `cands` with a spinning hint.
-fn cands_spinning(cands: &[Candidate], tid: Tid) -> bool {
-    cands.iter().any(|c| c.tid == tid && c.spinning)
-}
-
 /// Per-thread bookkeeping.
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
@@ -151,6 +146,14 @@ pub struct ThreadRec {
 }
 
 impl ThreadRec {
+    /// Ran alone up to `step`: nothing seen so far tells of a spin.
+    fn forget_spin(&mut self, step: u64) {
+        self.spinning = false;
+        self.spins = false;
+        self.last_read = (u32::MAX, step);
+        self.last_rmw = None;
+    }
+
     fn new(start_arg: u32) -> ThreadRec {
         ThreadRec {
             status: Status::Ready,
@@ -672,10 +675,7 @@ impl RunState {
             // A solo stretch: no spin tracking (see `solo_epoch`).
             self.solo_epoch = steps;
             let th = &mut self.threads[tid as usize];
-            th.spinning = false;
-            th.spins = false;
-            th.last_read = (u32::MAX, steps);
-            th.last_rmw = None;
+            th.forget_spin(steps);
             th.pending = p;
             if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
@@ -841,11 +841,8 @@ impl RunState {
         self.clock
             .advance_to(self.clock.now() + used * Clock::STEP_NS);
         self.solo_epoch = self.steps;
-        let th = &mut self.threads[self.current as usize];
-        th.spinning = false;
-        th.spins = false;
-        th.last_read = (u32::MAX, self.steps);
-        th.last_rmw = None;
+        let steps = self.steps;
+        self.threads[self.current as usize].forget_spin(steps);
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
@@ -958,7 +955,7 @@ impl RunState {
         }
         // Leaving a thread that was seen spinning is not a preemption: it
         // could not have made progress by going on.
-        let spun = cands_spinning(&self.cands, tid);
+        let spun = self.threads[tid as usize].spins;
         self.switches += 1;
         self.preemptions += !spun as u64;
         self.current = chosen;

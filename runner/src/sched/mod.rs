@@ -103,9 +103,43 @@ pub struct Candidate {
     pub tid: Tid,
     /// What it will do when chosen.
     pub pending: Pending,
-    /// It re-read a location nobody wrote since its previous read, or it ran
-    /// out of preemption budget: probably spinning, waiting for another thread.
+    /// It was just seen spinning (it re-read a location nobody wrote since,
+    /// repeated a read-modify-write that changed nothing, or ran out of
+    /// preemption budget in a loop): probably waiting for another thread.
+    /// Reported at one decision only; see [`Spinners`] to remember it.
     pub spinning: bool,
+}
+
+/// The threads seen spinning that have not run since: what a strategy keeps
+/// when it must hold a spinner back until it runs again (two spinners whose
+/// hints alternate would otherwise take turns while the thread they wait
+/// for starves).
+#[derive(Debug, Clone, Default)]
+pub struct Spinners(std::collections::BTreeSet<Tid>);
+
+impl Spinners {
+    /// Takes in the hints of a decision's candidates (and forgets threads
+    /// that are no longer enabled).
+    pub fn observe(&mut self, cands: &[Candidate]) {
+        self.0
+            .extend(cands.iter().filter(|c| c.spinning).map(|c| c.tid));
+        self.0.retain(|t| cands.iter().any(|c| c.tid == *t));
+    }
+
+    /// Whether `tid` spins.
+    pub fn contains(&self, tid: Tid) -> bool {
+        self.0.contains(&tid)
+    }
+
+    /// `tid` was chosen to run.
+    pub fn ran(&mut self, tid: Tid) {
+        self.0.remove(&tid);
+    }
+
+    /// Forgets everything (a new run).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// A thread decision to make.

@@ -244,20 +244,19 @@ impl Strategy for PlanStrategy {
     fn on_event(&mut self, tid: Tid, event: &Pending, view: &dyn RunView) {
         self.steps += 1;
         let n = self.plan.events.len();
-        if self.active() && self.progress.bent.is_none() {
-            // A later event ran before e_{s+1}: forced, or alone to run.
-            let s = self.s;
-            if let Some(j) = (s + 1..n).find(|&j| self.occurs(j, tid, event, view)) {
-                self.progress.bent = Some((j, s));
-                self.publish();
-            }
-        }
         if self.active() && self.occurs(self.s, tid, event, view) && self.phi(self.s, view) {
             self.progress.at_step.push(self.steps);
             self.s += 1;
             self.progress.satisfied = self.s;
             self.stall = 0;
             self.publish();
+        } else if self.active() && self.progress.bent.is_none() {
+            // A later event ran before e_{s+1}: forced, or alone to run.
+            let s = self.s;
+            if let Some(j) = (s + 1..n).find(|&j| self.occurs(j, tid, event, view)) {
+                self.progress.bent = Some((j, s));
+                self.publish();
+            }
         }
         for j in 0..n {
             if self.spec_matches(j, tid, event, view) {
@@ -431,6 +430,31 @@ mod tests {
         s.on_event(2, &pending(EventKind::Read), &mem);
         let p = out.lock().unwrap().clone();
         assert!(p.followed(2) && p.bent.is_none(), "{p:?}");
+    }
+
+    #[test]
+    fn an_event_that_is_next_is_not_out_of_order_though_it_matches_a_later_one() {
+        // e1 and e2 both match any write of t1: the first write is e1, not
+        // an early e2.
+        let any = |name: &str| PlanEvent {
+            nth: None,
+            name: name.into(),
+            ..event(1, EventKind::Write, Vec::new())
+        };
+        let plan = Plan {
+            name: "t".into(),
+            hypothesis: None,
+            bug: None,
+            args: None,
+            stall_budget: 100,
+            events: vec![any("e1"), any("e2")],
+        };
+        let out = Arc::new(Mutex::new(PlanProgress::default()));
+        let mut s = PlanStrategy::new(Arc::new(plan), out.clone());
+        s.on_event(1, &pending(EventKind::Write), &Mem(0));
+        s.on_event(1, &pending(EventKind::Write), &Mem(0));
+        let p = out.lock().unwrap().clone();
+        assert!(p.followed(2), "{p:?}");
     }
 
     #[test]

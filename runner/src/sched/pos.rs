@@ -13,18 +13,17 @@
 //! Value choices are uniform.
 
 use super::rng::{Rng, STREAM_STRATEGY};
-use super::{Choice, Strategy};
+use super::{Choice, Spinners, Strategy};
 use crate::model::{EventKind, Pending, Tid};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The `pos` strategy.
 pub struct Pos {
     rng: Rng,
     /// Each thread's pending event as last seen, with its priority.
     priority: BTreeMap<Tid, (Pending, u64)>,
-    /// Threads seen spinning that have not run since (a spinning hint is
-    /// reported once; two spinners must not take turns forever).
-    spinners: BTreeSet<Tid>,
+    /// Threads seen spinning that have not run since.
+    spinners: Spinners,
 }
 
 impl Pos {
@@ -33,7 +32,7 @@ impl Pos {
         Pos {
             rng: Rng::new(0, STREAM_STRATEGY),
             priority: BTreeMap::new(),
-            spinners: BTreeSet::new(),
+            spinners: Spinners::default(),
         }
     }
 }
@@ -95,12 +94,9 @@ impl Strategy for Pos {
                 self.priority.insert(c.tid, (c.pending, pr));
             }
         }
-        let cands = choice.candidates;
-        self.spinners
-            .extend(cands.iter().filter(|c| c.spinning).map(|c| c.tid));
-        self.spinners.retain(|t| cands.iter().any(|c| c.tid == *t));
+        self.spinners.observe(choice.candidates);
         let prio = |tid: Tid| self.priority.get(&tid).map(|e| e.1).unwrap_or(0);
-        let spins = |tid: Tid| self.spinners.contains(&tid);
+        let spins = |tid: Tid| self.spinners.contains(tid);
         let pick = choice
             .candidates
             .iter()
@@ -112,7 +108,7 @@ impl Strategy for Pos {
             .map(|(i, _)| i)
             .unwrap_or(0);
         let ran = choice.candidates[pick];
-        self.spinners.remove(&ran.tid);
+        self.spinners.ran(ran.tid);
         // The chosen event executes: its thread's next event is new, and
         // every pending event racing with it is reset.
         self.priority.remove(&ran.tid);
