@@ -186,6 +186,46 @@ fn explore_bound_one_finds_deadlock_and_lost_update() {
     assert!(r.complete && r.failing == 0);
 }
 
+/// With no `--bound` the explorer uses DPOR: `counter_spy 3 3` (924 user
+/// interleavings) finishes as an exhaustive search; with a bound the
+/// default stays `none`.
+#[test]
+fn explore_defaults_to_dpor_without_a_bound() {
+    let dir = tempdir();
+    let out = dir.path().to_str().unwrap();
+    let o = heddle_out(&[
+        "explore",
+        "targets/counter_spy.c",
+        "--observe",
+        "x",
+        "--out",
+        out,
+        "--",
+        "3",
+        "3",
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("(reduction dpor)"), "{stdout}");
+    assert!(stdout.contains("924 user interleavings"), "{stdout}");
+    assert!(stdout.contains("exhaustive:"), "{stdout}");
+    let o = heddle_out(&[
+        "explore",
+        "targets/counter_spy.c",
+        "--fixed",
+        "--bound",
+        "preemptions=1",
+        "--out",
+        out,
+        "--",
+        "1",
+        "1",
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    assert!(!stdout.contains("reduction dpor"), "{stdout}");
+}
+
 #[test]
 fn explore_cli_histogram_replay_file_and_proof() {
     let dir = tempdir();

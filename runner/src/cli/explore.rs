@@ -22,9 +22,10 @@ pub struct ExploreArgs {
     /// Bound: `preemptions=K`, `delays=K` or `none` (every schedule).
     #[arg(long, default_value = "none")]
     pub bound: String,
-    /// Partial-order reduction: `none` or `dpor` (source-DPOR).
-    #[arg(long, default_value = "none")]
-    pub reduction: String,
+    /// Partial-order reduction: `none` or `dpor` (source-DPOR). Default:
+    /// `dpor` without `--bound`, `none` with one.
+    #[arg(long)]
+    pub reduction: Option<String>,
     /// Stop after this many schedules.
     #[arg(long)]
     pub max_schedules: Option<u64>,
@@ -59,7 +60,9 @@ fn json_doc(
     secs: f64,
 ) -> crate::report::json::Document {
     use crate::report::json::{Document, FailureDoc, Statistics, VerdictDoc};
-    let strategy = format!("explore:bound={},reduction={}", a.bound, a.reduction);
+    let reduction = reduction_of(a, a.bound.parse().unwrap_or(Bound::Unbounded))
+        .unwrap_or(Reduction::None);
+    let strategy = format!("explore:bound={},reduction={reduction}", a.bound);
     let mut doc = Document::new("explore", &a.target.target.display().to_string(), &strategy);
     if let Some((r, path)) = failure {
         let verdict = VerdictDoc::of(&r.verdict);
@@ -85,6 +88,17 @@ fn json_doc(
     doc
 }
 
+/// The reduction asked for, else the default for `bound`: DPOR when every
+/// schedule is wanted (it enumerates each user interleaving once), none
+/// under a bound (DPOR does not combine with bounds).
+fn reduction_of(a: &ExploreArgs, bound: Bound) -> Result<Reduction> {
+    match &a.reduction {
+        Some(r) => r.parse(),
+        None if bound == Bound::Unbounded => Ok(Reduction::Dpor),
+        None => Ok(Reduction::None),
+    }
+}
+
 /// Set by SIGINT: the exploration stops and prints what it has.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -100,7 +114,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         bail!("explore makes its own decisions: --strategy does not apply");
     }
     let bound: Bound = a.bound.parse()?;
-    let reduction: Reduction = a.reduction.parse()?;
+    let reduction = reduction_of(&a, bound)?;
     if a.max_schedules == Some(0) {
         bail!("--max-schedules must be at least 1");
     }
@@ -139,7 +153,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         "exploring {}: bound {}, reduction {} (Ctrl-C prints partial results)",
         t.given.display(),
         a.bound,
-        a.reduction
+        reduction
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let tty = std::io::stderr().is_terminal();

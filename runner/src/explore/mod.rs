@@ -110,6 +110,15 @@ pub enum Reduction {
     Dpor,
 }
 
+impl std::fmt::Display for Reduction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reduction::None => "none",
+            Reduction::Dpor => "dpor",
+        })
+    }
+}
+
 impl std::str::FromStr for Reduction {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Reduction> {
