@@ -787,6 +787,30 @@ fn mistyped_commands_and_flags_get_a_tip_and_the_usage() {
     assert!(err.contains("Usage: heddle fuzz"), "{err}");
 }
 
+/// `heddle --version` names the package version and the commit it was
+/// built from (the one checked out, when built from a git checkout).
+#[test]
+fn version_names_the_commit() {
+    let o = heddle_out(&["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    let line = text(&o.stdout);
+    let commit = line
+        .trim()
+        .strip_prefix(concat!("heddle ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("version line: {line}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    if head.status.success() {
+        assert_eq!(commit, text(&head.stdout).trim());
+    } else {
+        assert_eq!(commit, "unknown");
+    }
+}
+
 /// Completion scripts for every shell clap_complete knows (the bash one is
 /// valid bash and completes the commands and fuzz's flags), and a man page
 /// per command.

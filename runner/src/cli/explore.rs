@@ -60,8 +60,8 @@ fn json_doc(
     secs: f64,
 ) -> crate::report::json::Document {
     use crate::report::json::{Document, FailureDoc, Statistics, VerdictDoc};
-    let reduction = reduction_of(a, a.bound.parse().unwrap_or(Bound::Unbounded))
-        .unwrap_or(Reduction::None);
+    let reduction =
+        reduction_of(a, a.bound.parse().unwrap_or(Bound::Unbounded)).unwrap_or(Reduction::None);
     let strategy = format!("explore:bound={},reduction={reduction}", a.bound);
     let mut doc = Document::new("explore", &a.target.target.display().to_string(), &strategy);
     if let Some((r, path)) = failure {

@@ -43,7 +43,7 @@ pub const EXIT_NOT_REPRODUCED: i32 = 3;
 #[derive(Parser)]
 #[command(
     name = "heddle",
-    version,
+    version = env!("HEDDLE_LONG_VERSION"),
     about = "Deterministic-simulation test runner for concurrent C/C++",
     disable_help_subcommand = true
 )]
