@@ -15,6 +15,7 @@ pub mod cc;
 pub mod cli;
 pub mod explore;
 pub mod instrument;
+pub mod interrupt;
 pub mod manifest;
 pub mod model;
 pub mod modinfo;

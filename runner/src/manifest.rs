@@ -53,6 +53,10 @@ pub struct Entry {
     /// trigger nothing on the fixed build.
     #[serde(default)]
     pub plans: Vec<String>,
+    /// `heddle test` skips this target's checks, giving this reason (they
+    /// are reported as skipped, as `#[ignore]` tests are).
+    #[serde(default)]
+    pub skip: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -511,3 +511,226 @@ fixed_seeds = 20
     std::fs::write(&project, "[[target]]\nname = 1\n").unwrap();
     assert_usage_error(&heddle_out(&["test", p(&project)]), "heddle.toml");
 }
+
+/// Runs that fail inside heddle (here made to, by `HEDDLE_INJECT_ERROR`)
+/// are internal errors, never bugs: the campaign goes on, the summary
+/// counts them apart, the exit code is 4 when no bug was found and 1 when
+/// one was, and JUnit reports an `<error>`, not a `<failure>`.
+#[test]
+fn runs_that_fail_inside_heddle_are_errors_not_bugs() {
+    let dir = tempdir();
+    let out = dir.path().join("fixed");
+    let junit = dir.path().join("r.xml");
+    let r = heddle()
+        .args([
+            "fuzz",
+            "targets/race_bank.c",
+            "--fixed",
+            "--runs",
+            "40",
+            "--jobs",
+            "2",
+            "--junit",
+            p(&junit),
+            "--out",
+            p(&out),
+        ])
+        .env("HEDDLE_INJECT_ERROR", "3,17")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&r.stdout), text(&r.stderr));
+    assert_eq!(r.status.code(), Some(4), "{stdout}{stderr}");
+    assert!(stdout.contains(": 0 failing"), "{stdout}");
+    assert!(
+        stdout.contains("2 run(s) failed inside heddle") && stdout.contains("seed 3 (2 runs)"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("heddle: internal error: error injected"), "{stderr}");
+    let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
+    assert_eq!(v["stats"]["runs"].as_integer(), Some(40), "all seeds ran");
+    assert_eq!(v["stats"]["failing_runs"].as_integer(), Some(0));
+    assert_eq!(v["stats"]["error_runs"].as_integer(), Some(2));
+    assert_eq!(v["error"][0]["first_seed"].as_integer(), Some(3));
+    assert!(v.get("failure").is_none());
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("failures=\"0\" errors=\"1\" skipped=\"0\""), "{x}");
+    assert!(x.contains("<error message=\"2 run(s) failed inside heddle\""), "{x}");
+
+    // A bug found wins over errors: exit 1, and the error runs are still
+    // not failures.
+    let out = dir.path().join("buggy");
+    let r = heddle()
+        .args([
+            "fuzz",
+            "targets/race_bank.c",
+            "--runs",
+            "60",
+            "--keep-going",
+            "--quiet",
+            "--out",
+            p(&out),
+        ])
+        .env("HEDDLE_INJECT_ERROR", "0")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stdout));
+    let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
+    assert_eq!(v["stats"]["error_runs"].as_integer(), Some(1));
+    assert!(v["failure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["kind"].as_str() == Some("assertion")));
+    let bad = heddle()
+        .args(["fuzz", "targets/race_bank.c", "--runs", "5", "--out", p(&out)])
+        .env("HEDDLE_INJECT_ERROR", "x")
+        .output()
+        .unwrap();
+    assert_usage_error(&bad, "HEDDLE_INJECT_ERROR: `x` is not a seed");
+}
+
+/// SIGTERM (and SIGINT) stop a campaign gracefully: no new seeds, the
+/// journal and summary written, a line saying how to continue, exit 128 +
+/// the signal. `--resume` completes it, and its summary equals an
+/// uninterrupted campaign's.
+#[test]
+fn a_signal_stops_a_campaign_that_resumes_to_the_same_summary() {
+    let dir = tempdir();
+    for (sig, code) in [("-TERM", 143), ("-INT", 130)] {
+        let out = dir.path().join(&sig[1..]);
+        let args = [
+            "fuzz",
+            "targets/race_bank.c",
+            "--fixed",
+            "--runs",
+            "10000",
+            "--jobs",
+            "2",
+            "--quiet",
+            "--out",
+            p(&out),
+        ];
+        let child = heddle()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let journal = out.join("journal.jsonl");
+        let started = Instant::now();
+        loop {
+            let n = std::fs::read_to_string(&journal)
+                .map(|t| t.matches("\"t\":\"run\"").count())
+                .unwrap_or(0);
+            if n >= 200 {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "too slow");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let kill = std::process::Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = child.wait_with_output().unwrap();
+        let stdout = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(code), "{stdout}{}", text(&o.stderr));
+        let name = if sig == "-TERM" { "SIGTERM" } else { "SIGINT" };
+        assert!(
+            stdout.contains(&format!("(stopped by {name}; continue with --resume)")),
+            "{stdout}"
+        );
+        let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
+        let done = v["stats"]["runs"].as_integer().unwrap();
+        assert!((200..10000).contains(&done), "{done}");
+        let mut resume = args.to_vec();
+        resume.push("--resume");
+        let r = heddle_out(&resume);
+        let stdout = text(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}{}", text(&r.stderr));
+        assert!(stdout.contains("(10000 runs in the campaign)"), "{stdout}");
+        if sig == "-TERM" {
+            let fresh = dir.path().join("fresh");
+            let mut again = args.to_vec();
+            *again.last_mut().unwrap() = p(&fresh);
+            assert_eq!(heddle_out(&again).status.code(), Some(0));
+            assert_eq!(
+                deterministic_part(&summary_text(&out)),
+                deterministic_part(&summary_text(&fresh))
+            );
+        }
+    }
+}
+
+/// `heddle test` reports each check as ok, FAIL, ERR or skip: a target the
+/// project marks `skip` is skipped, a check whose runs failed inside heddle
+/// and found nothing is an error; JUnit counts both, and the exit code is
+/// 4 (internal error) when nothing else went wrong.
+#[test]
+fn heddle_test_reports_skipped_and_errored_checks() {
+    let dir = tempdir();
+    let bank = repo().join("targets/race_bank.c");
+    let project = dir.path().join("heddle.toml");
+    std::fs::write(
+        &project,
+        format!(
+            r#"
+[[target]]
+name = "fixed_only"
+source = "{bank}"
+args = ["2", "2"]
+buggy = "pass"
+cflags = ["-DFIXED"]
+hunt_seeds = 10
+
+[[target]]
+name = "later"
+source = "{bank}"
+args = ["2", "2"]
+buggy = "assertion"
+fixed = "pass"
+skip = "flaky on this platform"
+"#,
+            bank = bank.display(),
+        ),
+    )
+    .unwrap();
+    let junit = dir.path().join("t.xml");
+    let json = dir.path().join("t.json");
+    let r = heddle()
+        .args(["test", p(&project), "--out", p(&dir.path().join("o"))])
+        .args(["--junit", p(&junit), "--json", p(&json)])
+        .env("HEDDLE_INJECT_ERROR", "4")
+        .output()
+        .unwrap();
+    let stdout = text(&r.stdout);
+    assert_eq!(r.status.code(), Some(4), "{stdout}{}", text(&r.stderr));
+    assert!(
+        stdout.contains("3 checks: 0 ok, 0 unexpected, 1 error, 2 skipped"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("ERR")
+            && l.contains("1 of 10 runs failed inside heddle; seed 4")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("skip") && l.contains("skipped: flaky on this platform")),
+        "{stdout}"
+    );
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        x.contains("tests=\"3\" failures=\"0\" errors=\"1\" skipped=\"2\""),
+        "{x}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["error"], 1);
+    assert_eq!(j["skipped"], 2);
+    assert_eq!(j["checks"][0]["status"], "error");
+    // Without the injected error the same project passes, skips included.
+    let r = heddle_out(&["test", p(&project), "--out", p(&dir.path().join("o2"))]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stdout));
+}

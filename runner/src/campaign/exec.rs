@@ -73,6 +73,9 @@ pub struct Outcome {
     pub session_secs: f64,
     /// The time budget ended the session before the plan was done.
     pub timed_out: bool,
+    /// The signal (SIGINT, SIGTERM) that stopped the session before the
+    /// plan was done; the campaign resumes with `--resume`.
+    pub interrupted: Option<i32>,
     /// The summary's deterministic part.
     pub summary: Summary,
     /// The summary's timing part.
@@ -107,6 +110,7 @@ impl Campaign<'_> {
 
     /// Runs the campaign (or continues it with `opts.resume`).
     pub fn run(&self, opts: &Options) -> Result<Outcome> {
+        let inject = injected_errors()?;
         let path = Journal::path(&opts.out);
         let header = self.header();
         let (writer, previous) = if opts.resume {
@@ -165,6 +169,7 @@ impl Campaign<'_> {
         let next = AtomicU64::new(self.plan.seed_start);
         let stop = AtomicBool::new(false);
         let timed_out = AtomicBool::new(false);
+        let stopped_by = std::sync::atomic::AtomicI32::new(0);
         let session_runs = AtomicU64::new(0);
         let nfail = AtomicU64::new(prev_records.iter().filter(|r| r.failed()).count() as u64);
         let records: Mutex<Vec<Record>> = Mutex::new(prev_records);
@@ -179,6 +184,10 @@ impl Campaign<'_> {
             for _ in 0..jobs {
                 s.spawn(|| loop {
                     if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if let Some(sig) = crate::interrupt::requested() {
+                        stopped_by.store(sig, Ordering::Relaxed);
                         break;
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -201,7 +210,7 @@ impl Campaign<'_> {
                         strategy: self.portfolio.members[member].clone(),
                         ..self.base.clone()
                     };
-                    let result = run_guarded(self.program, &cfg);
+                    let result = run_guarded(self.program, &cfg, inject.contains(&seed));
                     if let Err(e) = &result {
                         if e.downcast_ref::<crate::sched::StrategyFailed>().is_some() {
                             // The strategy, not the program, failed: every
@@ -258,7 +267,7 @@ impl Campaign<'_> {
                         nfail.fetch_add(1, Ordering::Relaxed);
                         // The first replay file of a signature is written at
                         // once, so a campaign killed later still has it.
-                        if new_sig && record.kind != "error" {
+                        if new_sig {
                             if let Ok(r) = &result {
                                 let _ = self.write_replay(&opts.out, id, &cfg, r);
                             }
@@ -305,6 +314,7 @@ impl Campaign<'_> {
             session_runs: session_runs.into_inner(),
             session_secs,
             timed_out: timed_out.into_inner(),
+            interrupted: Some(stopped_by.into_inner()).filter(|s| *s != 0),
             summary,
             timing,
             failures,
@@ -388,7 +398,7 @@ impl Campaign<'_> {
     ) -> Result<Vec<(FailureStats, Option<RunResult>)>> {
         let id = &j.header.identity;
         let keep: BTreeSet<&str> = s.failure.iter().map(|f| f.replay.as_str()).collect();
-        for r in j.records.iter().filter(|r| r.failed() && r.kind != "error") {
+        for r in j.records.iter().filter(|r| r.failed()) {
             let name = summary::replay_name(&id.target, &r.kind, r.seed);
             if !keep.contains(name.as_str()) {
                 let _ = std::fs::remove_file(out.join(&name));
@@ -417,10 +427,37 @@ impl Campaign<'_> {
     }
 }
 
+/// The environment variable that names seeds whose runs fail inside heddle
+/// on purpose (`HEDDLE_INJECT_ERROR=3,17`): how a CI pipeline, and heddle's
+/// own tests, check the handling of internal errors.
+pub const INJECT_ERROR_ENV: &str = "HEDDLE_INJECT_ERROR";
+
+/// The seeds of [`INJECT_ERROR_ENV`].
+fn injected_errors() -> Result<BTreeSet<u64>> {
+    let Some(v) = std::env::var_os(INJECT_ERROR_ENV) else {
+        return Ok(BTreeSet::new());
+    };
+    let v = v.to_string_lossy();
+    v.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| anyhow::anyhow!("{INJECT_ERROR_ENV}: `{s}` is not a seed"))
+        })
+        .collect()
+}
+
 /// Runs once; a panic inside the run becomes an error, not the end of the
-/// campaign.
-fn run_guarded(p: &Program, cfg: &RunConfig) -> Result<RunResult> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(cfg))) {
+/// campaign. `inject` makes the run panic, as a fault in heddle would.
+fn run_guarded(p: &Program, cfg: &RunConfig, inject: bool) -> Result<RunResult> {
+    let run = || {
+        if inject {
+            std::panic::panic_any(format!("error injected by {INJECT_ERROR_ENV}"));
+        }
+        p.run(cfg)
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(r) => r,
         Err(panic) => {
             let msg = panic
@@ -428,7 +465,7 @@ fn run_guarded(p: &Program, cfg: &RunConfig) -> Result<RunResult> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            bail!("the run panicked: {msg}")
+            bail!("heddle panicked: {msg}")
         }
     }
 }
@@ -487,7 +524,7 @@ fn make_record(
                 Record {
                     seed,
                     strategy,
-                    kind: "error".into(),
+                    kind: super::journal::ERROR_KIND.into(),
                     signature: format!("error: {msg}"),
                     summary: format!("the run failed: {msg}"),
                     decisions: 0,

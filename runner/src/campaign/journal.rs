@@ -105,10 +105,20 @@ pub struct Record {
     pub races: Vec<RaceRec>,
 }
 
+/// The kind of a run that failed inside heddle (an engine or host error, a
+/// panic): neither a pass nor a bug in the target.
+pub const ERROR_KIND: &str = "error";
+
 impl Record {
-    /// Whether the run failed.
+    /// Whether the target failed: a verdict other than `pass`. A run that
+    /// failed inside heddle is not a failure of the target.
     pub fn failed(&self) -> bool {
-        self.kind != "pass"
+        self.kind != "pass" && self.kind != ERROR_KIND
+    }
+
+    /// Whether the run failed inside heddle and gave no verdict.
+    pub fn is_error(&self) -> bool {
+        self.kind == ERROR_KIND
     }
 }
 

@@ -30,6 +30,21 @@ pub struct Summary {
     /// Distinct data races, in order of their first seed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub race: Vec<RaceStats>,
+    /// Distinct internal errors (runs that failed inside heddle), in order
+    /// of their first seed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error: Vec<ErrorStats>,
+}
+
+/// One distinct internal error.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorStats {
+    /// The error, as one line.
+    pub message: String,
+    /// Smallest seed that shows it.
+    pub first_seed: u64,
+    /// Runs that showed it.
+    pub runs: u64,
 }
 
 /// The campaign's identity, as the summary shows it.
@@ -63,6 +78,9 @@ pub struct Stats {
     pub failing_runs: u64,
     /// Distinct failure signatures.
     pub distinct_failures: u64,
+    /// Runs that failed inside heddle (no verdict; not counted as failing).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub error_runs: u64,
     /// Decisions over all runs.
     pub decisions: u64,
     /// Mean decisions per run.
@@ -85,6 +103,10 @@ pub struct Stats {
     pub user_sites_hit: u64,
     /// User-code locations no run reached.
     pub never_hit: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One portfolio member's share.
@@ -119,8 +141,7 @@ pub struct FailureStats {
     pub runs_to_first: u64,
     /// Runs that showed it.
     pub runs: u64,
-    /// The replay file of `first_seed`, in the campaign directory (empty when
-    /// the run itself failed and there is nothing to replay).
+    /// The replay file of `first_seed`, in the campaign directory.
     pub replay: String,
     /// Runs that showed it, per strategy spec.
     pub by_strategy: BTreeMap<String, u64>,
@@ -212,6 +233,7 @@ impl Summary {
             vec![(0, 0, BTreeSet::new(), Vec::new()); id.strategies.len()];
         let mut failures: BTreeMap<String, FailureStats> = BTreeMap::new();
         let mut races: BTreeMap<String, RaceStats> = BTreeMap::new();
+        let mut errors: BTreeMap<String, ErrorStats> = BTreeMap::new();
         let mut hit_sets = BTreeSet::new();
         let (mut decisions, mut preemptions, mut steps, mut failing) = (0u64, 0u64, 0u64, 0u64);
         for (i, r) in rs.iter().enumerate() {
@@ -241,6 +263,17 @@ impl Summary {
                     })
                     .runs += 1;
             }
+            if r.is_error() {
+                errors
+                    .entry(r.summary.clone())
+                    .or_insert_with(|| ErrorStats {
+                        message: r.summary.clone(),
+                        first_seed: r.seed,
+                        runs: 0,
+                    })
+                    .runs += 1;
+                continue;
+            }
             if !r.failed() {
                 continue;
             }
@@ -255,11 +288,7 @@ impl Summary {
                     first_strategy: spec(r.strategy),
                     runs_to_first: i as u64,
                     runs: 0,
-                    replay: if r.kind == "error" {
-                        String::new()
-                    } else {
-                        replay_name(&id.target, &r.kind, r.seed)
-                    },
+                    replay: replay_name(&id.target, &r.kind, r.seed),
                     by_strategy: BTreeMap::new(),
                 });
             f.runs += 1;
@@ -303,6 +332,9 @@ impl Summary {
         failure.sort_by_key(|f| f.first_seed);
         let mut race: Vec<RaceStats> = races.into_values().collect();
         race.sort_by(|a, b| (a.first_seed, &a.key).cmp(&(b.first_seed, &b.key)));
+        let mut error: Vec<ErrorStats> = errors.into_values().collect();
+        error.sort_by(|a, b| (a.first_seed, &a.message).cmp(&(b.first_seed, &b.message)));
+        let error_runs = error.iter().map(|e| e.runs).sum();
         Summary {
             campaign: CampaignPart {
                 target: id.target.clone(),
@@ -318,6 +350,7 @@ impl Summary {
                 runs: n,
                 failing_runs: failing,
                 distinct_failures: failure.len() as u64,
+                error_runs,
                 decisions,
                 decisions_per_run: mean(decisions),
                 preemptions,
@@ -344,6 +377,7 @@ impl Summary {
                 .collect(),
             failure,
             race,
+            error,
         }
     }
 

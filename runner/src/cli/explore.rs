@@ -9,7 +9,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Arguments of `heddle explore`.
@@ -99,13 +98,6 @@ fn reduction_of(a: &ExploreArgs, bound: Bound) -> Result<Reduction> {
     }
 }
 
-/// Set by SIGINT: the exploration stops and prints what it has.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_sig: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
 /// Runs `heddle explore`.
 pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
@@ -140,13 +132,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     if base.races == RaceMode::Report {
         base.races = RaceMode::Off;
     }
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    crate::interrupt::install();
     // Said once Ctrl-C is handled: from here on it stops the search with
     // partial results instead of killing the process.
     println!(
@@ -159,7 +145,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut last_draw = Instant::now();
-    let report = explore::explore(&program, &base, &opts, &INTERRUPTED, &mut |p| {
+    let report = explore::explore(&program, &base, &opts, &crate::interrupt::STOP, &mut |p| {
         if tty && last_draw.elapsed().as_millis() >= 100 {
             last_draw = Instant::now();
             eprint!(
@@ -177,7 +163,8 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         if json {
             crate::report::json::emit(guard, &json_doc(&a, &report, None, secs));
         }
-        return Ok(EXIT_OK);
+        // Stopped by a signal with nothing found: not a verdict of "no bug".
+        return Ok(crate::interrupt::requested().map_or(EXIT_OK, crate::interrupt::exit_code));
     };
     // Run the failing schedule again with diagnostics (stacks where threads
     // block): decisions are the same, so is the run.

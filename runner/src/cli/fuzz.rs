@@ -158,6 +158,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         plan,
         keep_going: a.campaign.keep_going,
     };
+    crate::interrupt::install();
     let o = c.run(&opts)?;
     let reports = write_reports(&c, &o, &opts.out)?;
     print_outcome(
@@ -188,7 +189,9 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         })
         .collect();
     let failing = o.summary.stats.failing_runs;
+    let s_errors = o.summary.stats.error_runs;
     if let Some(path) = &a.junit {
+        use crate::report::junit::Outcome;
         let failure = docs.first().map(|d| {
             let mut text = format!(
                 "{failing} of {} runs failed (strategy {}); seed {}: {}",
@@ -203,15 +206,37 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
             if let Some(r) = &d.report {
                 text.push_str(&format!("\nreport: {r}"));
             }
-            (d.verdict.summary.clone(), text)
+            Outcome::Failure {
+                message: d.verdict.summary.clone(),
+                text,
+            }
         });
+        let outcome = failure
+            .or_else(|| {
+                let e = o.summary.error.first()?;
+                Some(Outcome::Error {
+                    message: format!("{s_errors} run(s) failed inside heddle"),
+                    text: format!("seed {}: {}", e.first_seed, e.message),
+                })
+            })
+            .or_else(|| {
+                let sig = o.interrupted?;
+                Some(Outcome::Skipped {
+                    message: format!(
+                        "stopped by {} after {} runs",
+                        crate::interrupt::name(sig),
+                        o.summary.stats.runs
+                    ),
+                })
+            })
+            .unwrap_or(Outcome::Pass);
         crate::report::junit::write(
             path,
             &crate::report::junit::Case {
                 name: target_name(&t),
                 classname: "heddle.fuzz".into(),
                 time: o.session_secs,
-                failure,
+                outcome,
             },
         )?;
     }
@@ -240,7 +265,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         };
         crate::report::json::emit(guard, &doc);
     }
-    Ok(if failing > 0 { EXIT_BUG } else { EXIT_OK })
+    Ok(super::campaign_exit(failing, s_errors, o.interrupted))
 }
 
 /// The name a target's JUnit test case gets (its file stem).
@@ -319,7 +344,7 @@ fn print_outcome(
     let total = s.stats.runs;
     let resumed = o.journal.records.len() as u64 != o.session_runs;
     println!(
-        "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}",
+        "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}{}",
         o.session_runs,
         o.session_secs,
         o.session_runs as f64 / o.session_secs.max(1e-9),
@@ -335,6 +360,13 @@ fn print_outcome(
             " (time budget reached)"
         } else {
             ""
+        },
+        match o.interrupted {
+            Some(sig) => format!(
+                " (stopped by {}; continue with --resume)",
+                crate::interrupt::name(sig)
+            ),
+            None => String::new(),
         }
     );
     print_findings(s, &o.journal, list, stats);
@@ -373,6 +405,15 @@ fn print_findings(s: &Summary, j: &Journal, list: bool, stats: bool) {
         println!("{} distinct data race(s):", s.race.len());
         for r in &s.race {
             println!("  seed {}: {}", r.first_seed, r.summary);
+        }
+    }
+    if !s.error.is_empty() {
+        println!(
+            "{} run(s) failed inside heddle (an internal error, not a verdict on the target):",
+            s.stats.error_runs
+        );
+        for e in &s.error {
+            println!("  seed {} ({} runs): {}", e.first_seed, e.runs, e.message);
         }
     }
     if list {
@@ -510,11 +551,11 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         print_timing(&m.timing);
     }
     println!("summary: {}", a.out.join(summary::FILE).display());
-    Ok(if s.stats.failing_runs > 0 {
-        EXIT_BUG
-    } else {
-        EXIT_OK
-    })
+    Ok(super::campaign_exit(
+        s.stats.failing_runs,
+        s.stats.error_runs,
+        None,
+    ))
 }
 
 /// What a replay runs on, when not what the file records (`replay`, `show`,

@@ -1,6 +1,7 @@
-//! Command-line interface. Exit codes: 0 no bug, 1 bug found (or an
-//! expectation failed), 2 usage or input error, 3 a replay that did not
-//! reproduce its recorded run.
+//! Command-line interface. Exit codes (the README's table): 0 no bug, 1 bug
+//! found (or an expectation failed), 2 usage or input error, 3 a replay that
+//! did not reproduce its recorded run, 4 an internal error, 128 + N stopped
+//! by signal N.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -39,6 +40,24 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit code: a replay ran but did not reproduce the recorded run (it
 /// diverged, or gave another verdict or output).
 pub const EXIT_NOT_REPRODUCED: i32 = 3;
+/// Exit code: heddle itself failed (an engine or host error, a panic) and
+/// no bug was found; never reported as a bug in the target.
+pub const EXIT_INTERNAL: i32 = 4;
+
+/// The exit code of a campaign: a bug found wins; then a stop by a signal
+/// (128 + the signal: the campaign did not finish, so "no bug" would be
+/// wrong); then runs that failed inside heddle; else no bug.
+pub fn campaign_exit(failing: u64, error_runs: u64, stopped_by: Option<i32>) -> i32 {
+    if failing > 0 {
+        EXIT_BUG
+    } else if let Some(sig) = stopped_by {
+        crate::interrupt::exit_code(sig)
+    } else if error_runs > 0 {
+        EXIT_INTERNAL
+    } else {
+        EXIT_OK
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -98,8 +117,31 @@ enum Cmd {
     },
 }
 
-/// Runs the command line and returns the process exit code.
+/// Runs the command line and returns the process exit code. A panic in
+/// heddle is an internal error: one line on stderr (where, and what), exit
+/// [`EXIT_INTERNAL`]; a panic inside one run of a campaign ends that run
+/// only.
 pub fn main() -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("heddle: internal error: {msg}{at}");
+    }));
+    match std::panic::catch_unwind(parse_and_dispatch) {
+        Ok(code) => code,
+        Err(_) => EXIT_INTERNAL,
+    }
+}
+
+fn parse_and_dispatch() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

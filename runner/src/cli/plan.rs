@@ -458,7 +458,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
                     text.push_str(&format!("\nreplay: heddle replay {}", p.display()));
                 }
             }
-            (why, text)
+            crate::report::junit::Outcome::Failure { message: why, text }
         });
         crate::report::junit::write(
             path,
@@ -466,7 +466,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
                 name,
                 classname: "heddle.plan".into(),
                 time: secs,
-                failure,
+                outcome: failure.unwrap_or(crate::report::junit::Outcome::Pass),
             },
         )?;
     }

@@ -9,7 +9,6 @@
 //! any unexpected verdict.
 
 use super::fuzz::{calibrated_portfolio, load_replay};
-use super::{EXIT_BUG, EXIT_OK};
 use crate::campaign::{exec, SeedPlan, Shard};
 use crate::instrument::Config as InstrumentConfig;
 use crate::manifest::{Entry, Manifest};
@@ -64,6 +63,9 @@ pub struct Check {
     pub got: String,
     /// Whether `got` is what was expected.
     pub ok: bool,
+    /// `ok`, `unexpected` (a bug, or a bug not found), `error` (runs failed
+    /// inside heddle, so no verdict can be trusted) or `skipped`.
+    pub status: Status,
     /// Runs made.
     pub runs: u64,
     /// The failing seed, if any.
@@ -74,6 +76,64 @@ pub struct Check {
     pub replay: Option<String>,
     /// Seconds taken.
     pub seconds: f64,
+}
+
+/// What became of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The verdict expected.
+    Ok,
+    /// Another verdict.
+    Unexpected,
+    /// Runs failed inside heddle and nothing settled the check.
+    Error,
+    /// Not run: skipped by the project file, or stopped by a signal.
+    Skipped,
+}
+
+impl Status {
+    fn of(ok: bool) -> Status {
+        if ok {
+            Status::Ok
+        } else {
+            Status::Unexpected
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Unexpected => "FAIL",
+            Status::Error => "ERR",
+            Status::Skipped => "skip",
+        }
+    }
+}
+
+/// A check that did not run.
+fn skipped(e: &Entry, check: String, expected: &str, why: String) -> Check {
+    Check {
+        target: e.name.clone(),
+        check,
+        expected: expected.into(),
+        got: "skipped".into(),
+        ok: false,
+        status: Status::Skipped,
+        runs: 0,
+        seed: None,
+        detail: why,
+        replay: None,
+        seconds: 0.0,
+    }
+}
+
+/// Why the checks of `e` do not run, if they don't.
+fn skip_reason(e: &Entry) -> Option<String> {
+    if let Some(sig) = crate::interrupt::requested() {
+        return Some(format!("stopped by {}", crate::interrupt::name(sig)));
+    }
+    e.skip.as_ref().map(|r| format!("skipped: {r}"))
 }
 
 /// Runs `heddle test`.
@@ -91,6 +151,7 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         bail!("--seeds and --fixed-seeds must be at least 1");
     }
     let jobs = super::jobs(a.jobs);
+    crate::interrupt::install();
     let started = Instant::now();
     let mut checks = Vec::new();
     let entries: Vec<&Entry> = m
@@ -109,13 +170,19 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         }
         for (variant, expected, seeds) in variants {
             let seeds = seeds.unwrap_or(100);
-            let c = run_check(&m, e, variant, &expected, &strategy, seeds, jobs, &a.out)
-                .with_context(|| format!("target `{}` ({variant})", e.name))?;
+            let c = match skip_reason(e) {
+                Some(why) => skipped(e, variant.into(), &expected, why),
+                None => run_check(&m, e, variant, &expected, &strategy, seeds, jobs, &a.out)
+                    .with_context(|| format!("target `{}` ({variant})", e.name))?,
+            };
             print_check(&c);
             checks.push(c);
         }
         for r in &e.replays {
-            let c = replay_check(&m, e, r);
+            let c = match skip_reason(e) {
+                Some(why) => skipped(e, format!("replay:{r}"), "", why),
+                None => replay_check(&m, e, r),
+            };
             print_check(&c);
             checks.push(c);
         }
@@ -125,19 +192,31 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
                 variants.push(true);
             }
             for fixed in variants {
-                let c = plan_check(&m, e, plan, fixed, &a.out)?;
+                let c = match skip_reason(e) {
+                    Some(why) => skipped(e, plan_check_name(plan, fixed), "", why),
+                    None => plan_check(&m, e, plan, fixed, &a.out)?,
+                };
                 print_check(&c);
                 checks.push(c);
             }
         }
     }
-    let bad = checks.iter().filter(|c| !c.ok).count();
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let bad = count(Status::Unexpected);
+    let (errors, skips) = (count(Status::Error), count(Status::Skipped));
     let secs = started.elapsed().as_secs_f64();
+    let mut extra = String::new();
+    if errors > 0 {
+        extra.push_str(&format!(", {errors} error"));
+    }
+    if skips > 0 {
+        extra.push_str(&format!(", {skips} skipped"));
+    }
     println!(
-        "heddle test: {} targets, {} checks: {} ok, {bad} unexpected ({secs:.1}s)",
+        "heddle test: {} targets, {} checks: {} ok, {bad} unexpected{extra} ({secs:.1}s)",
         entries.len(),
         checks.len(),
-        checks.len() - bad
+        count(Status::Ok)
     );
     if let Some(p) = &a.junit {
         crate::report::junit::write_all(p, &junit_cases(&checks))?;
@@ -146,24 +225,30 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         let doc = serde_json::json!({
             "project": a.project.display().to_string(),
             "checks": checks,
-            "ok": checks.len() - bad,
+            "ok": count(Status::Ok),
             "unexpected": bad,
+            "error": errors,
+            "skipped": skips,
             "seconds": secs,
         });
         crate::paths::write_atomic(p, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
-    Ok(if bad == 0 { EXIT_OK } else { EXIT_BUG })
+    Ok(super::campaign_exit(
+        bad as u64,
+        errors as u64,
+        crate::interrupt::requested(),
+    ))
 }
 
 fn print_check(c: &Check) {
     println!(
         "{:<4} {:<18} {:<7} {}",
-        if c.ok { "ok" } else { "FAIL" },
+        c.status.label(),
         c.target,
         c.check,
         c.detail
     );
-    if !c.ok {
+    if c.status == Status::Unexpected {
         if let Some(r) = &c.replay {
             println!("     replay: heddle replay {r}");
         }
@@ -221,24 +306,49 @@ fn run_check(
     let first = o.failures.first().map(|(f, _)| f);
     let got = first.map_or("pass".to_string(), |f| f.kind.clone());
     let ok = got == expected;
-    let detail = match first {
-        None if ok => format!("pass ({runs} runs, {strategy})"),
-        None => format!("expected {expected}, but all {runs} runs passed ({strategy})"),
-        Some(f) if ok => format!(
-            "{} at seed {} ({runs} runs, {})",
-            f.kind, f.first_seed, f.first_strategy
+    let errors = o.summary.stats.error_runs;
+    let status = match (first, o.summary.error.first(), o.interrupted) {
+        // A failure settles the check; a pass does not when runs failed
+        // inside heddle or a signal cut the campaign short.
+        (Some(_), _, _) => Status::of(ok),
+        (None, Some(_), _) => Status::Error,
+        (None, None, Some(_)) => Status::Skipped,
+        (None, None, None) => Status::of(ok),
+    };
+    let detail = match (first, o.summary.error.first(), o.interrupted) {
+        (None, Some(err), _) => format!(
+            "{errors} of {runs} runs failed inside heddle; seed {}: {}",
+            err.first_seed, err.message
         ),
-        Some(f) => format!(
-            "expected {expected}, got {} at seed {}: {}",
-            f.kind, f.first_seed, f.summary
+        (None, None, Some(sig)) => format!(
+            "stopped by {} after {runs} runs",
+            crate::interrupt::name(sig)
         ),
+        _ => String::new(),
+    };
+    let detail = if !detail.is_empty() {
+        detail
+    } else {
+        match first {
+            None if ok => format!("pass ({runs} runs, {strategy})"),
+            None => format!("expected {expected}, but all {runs} runs passed ({strategy})"),
+            Some(f) if ok => format!(
+                "{} at seed {} ({runs} runs, {})",
+                f.kind, f.first_seed, f.first_strategy
+            ),
+            Some(f) => format!(
+                "expected {expected}, got {} at seed {}: {}",
+                f.kind, f.first_seed, f.summary
+            ),
+        }
     };
     Ok(Check {
         target: e.name.clone(),
         check: variant.into(),
         expected: expected.into(),
         got,
-        ok,
+        ok: status == Status::Ok,
+        status,
         runs,
         seed: first.map(|f| f.first_seed),
         detail,
@@ -251,6 +361,11 @@ fn run_check(
 
 /// Runs of each plan check.
 const PLAN_RUNS: u64 = 5;
+
+/// The name of a plan check.
+fn plan_check_name(plan: &str, fixed: bool) -> String {
+    format!("plan:{plan}{}", if fixed { " (fixed)" } else { "" })
+}
 
 /// A plan named by the project, run by `heddle plan` in a child process
 /// (its report goes to a log file): on the buggy build it must trigger the
@@ -315,7 +430,7 @@ fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> R
         .map(str::to_string);
     Ok(Check {
         target: e.name.clone(),
-        check: format!("plan:{plan}{}", if fixed { " (fixed)" } else { "" }),
+        check: plan_check_name(plan, fixed),
         expected: expect.into(),
         got: match code {
             0 => expect.into(),
@@ -323,6 +438,12 @@ fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> R
             _ => "error".into(),
         },
         ok: code == 0,
+        status: match code {
+            0 => Status::Ok,
+            1 => Status::Unexpected,
+            super::EXIT_INTERNAL => Status::Error,
+            _ => Status::Unexpected,
+        },
         runs: PLAN_RUNS,
         seed: None,
         detail: format!("{detail} (log: {})", log.display()),
@@ -341,6 +462,7 @@ fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
         expected: String::new(),
         got: String::new(),
         ok: false,
+        status: Status::Unexpected,
         runs: 1,
         seed: None,
         detail: String::new(),
@@ -376,6 +498,7 @@ fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
             c.expected = want.clone();
             c.got = got.clone();
             c.ok = want == got && diverged.is_none();
+            c.status = Status::of(c.ok);
             c.detail = match diverged {
                 Some(d) => d,
                 None if c.ok => format!("{kind} reproduced"),
@@ -392,19 +515,33 @@ fn replay_check(m: &Manifest, e: &Entry, file: &str) -> Check {
 
 /// The checks as JUnit test cases: one per check, named by target and check.
 fn junit_cases(checks: &[Check]) -> Vec<crate::report::junit::Case> {
+    use crate::report::junit::Outcome;
     checks
         .iter()
         .map(|c| crate::report::junit::Case {
             name: format!("{} {}", c.target, c.check),
             classname: format!("heddle.test.{}", c.target),
             time: c.seconds,
-            failure: (!c.ok).then(|| {
-                let mut text = format!("expected {}, got {}: {}", c.expected, c.got, c.detail);
-                if let Some(r) = &c.replay {
-                    text.push_str(&format!("\nreplay: heddle replay {r}"));
+            outcome: match c.status {
+                Status::Ok => Outcome::Pass,
+                Status::Unexpected => {
+                    let mut text = format!("expected {}, got {}: {}", c.expected, c.got, c.detail);
+                    if let Some(r) = &c.replay {
+                        text.push_str(&format!("\nreplay: heddle replay {r}"));
+                    }
+                    Outcome::Failure {
+                        message: c.detail.clone(),
+                        text,
+                    }
                 }
-                (c.detail.clone(), text)
-            }),
+                Status::Error => Outcome::Error {
+                    message: c.detail.clone(),
+                    text: c.detail.clone(),
+                },
+                Status::Skipped => Outcome::Skipped {
+                    message: c.detail.clone(),
+                },
+            },
         })
         .collect()
 }

@@ -23,8 +23,35 @@ pub struct Case {
     pub classname: String,
     /// Seconds taken.
     pub time: f64,
-    /// None when it passed; else (message, text).
-    pub failure: Option<(String, String)>,
+    /// What became of it.
+    pub outcome: Outcome,
+}
+
+/// What became of a test case.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// It passed.
+    Pass,
+    /// A bug (or an unexpected verdict): `<failure>`.
+    Failure {
+        /// One line.
+        message: String,
+        /// The details: what failed, the replay command.
+        text: String,
+    },
+    /// heddle itself failed while running it: `<error>`.
+    Error {
+        /// One line.
+        message: String,
+        /// The details.
+        text: String,
+    },
+    /// It did not run (skipped in the project file, or stopped by a
+    /// signal first): `<skipped>`.
+    Skipped {
+        /// Why.
+        message: String,
+    },
 }
 
 /// XML text: escapes markup and writes newlines as character references so
@@ -46,23 +73,32 @@ impl Case {
             xml(&self.classname),
             self.time
         );
-        match &self.failure {
-            None => format!("{head}/>"),
-            Some((msg, text)) => format!(
+        match &self.outcome {
+            Outcome::Pass => format!("{head}/>"),
+            Outcome::Failure { message, text } => format!(
                 "{head}><failure message=\"{}\" type=\"heddle\">{}</failure></testcase>",
-                xml(msg),
+                xml(message),
                 xml(text)
             ),
+            Outcome::Error { message, text } => format!(
+                "{head}><error message=\"{}\" type=\"heddle.internal\">{}</error></testcase>",
+                xml(message),
+                xml(text)
+            ),
+            Outcome::Skipped { message } => {
+                format!("{head}><skipped message=\"{}\"/></testcase>", xml(message))
+            }
         }
     }
 }
 
 /// The XML of a test suite holding `lines` (test case lines).
 fn document(lines: &[String]) -> String {
-    let failures = lines.iter().filter(|l| l.contains("<failure ")).count();
+    let count = |tag: &str| lines.iter().filter(|l| l.contains(tag)).count();
+    let (failures, errors, skipped) = (count("><failure "), count("><error "), count("><skipped "));
     let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{MARK}\n<testsuites>\n <testsuite name=\"heddle\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
-        lines.len()
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{MARK}\n<testsuites tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n <testsuite name=\"heddle\" tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n",
+        n = lines.len()
     );
     for l in lines {
         out.push_str(l);
@@ -118,7 +154,14 @@ mod tests {
             name: name.into(),
             classname: "heddle.fuzz".into(),
             time: 0.5,
-            failure: fail.then(|| ("a < b & \"c\"".to_string(), "line 1\nline 2".to_string())),
+            outcome: if fail {
+                Outcome::Failure {
+                    message: "a < b & \"c\"".into(),
+                    text: "line 1\nline 2".into(),
+                }
+            } else {
+                Outcome::Pass
+            },
         };
         write(&p, &case("b", true)).unwrap();
         write(&p, &case("a", false)).unwrap();
@@ -131,6 +174,31 @@ mod tests {
         assert!(x.contains("a &lt; b &amp; &quot;c&quot;"));
         assert!(x.contains("line 1&#10;line 2"));
         assert!(x.find("name=\"a\"").unwrap() < x.find("name=\"b\"").unwrap());
+        let other = |name: &str, outcome: Outcome| Case {
+            name: name.into(),
+            classname: "heddle.fuzz".into(),
+            time: 0.0,
+            outcome,
+        };
+        let err = Outcome::Error {
+            message: "boom".into(),
+            text: "seed 3".into(),
+        };
+        write(&p, &other("c", err)).unwrap();
+        let skip = Outcome::Skipped {
+            message: "stopped by SIGTERM".into(),
+        };
+        write(&p, &other("d", skip)).unwrap();
+        let x = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            x.contains("tests=\"4\" failures=\"1\" errors=\"1\" skipped=\"1\""),
+            "{x}"
+        );
+        assert!(x.contains("<error message=\"boom\""), "{x}");
+        assert!(
+            x.contains("<skipped message=\"stopped by SIGTERM\"/>"),
+            "{x}"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }
