@@ -545,7 +545,10 @@ fn runs_that_fail_inside_heddle_are_errors_not_bugs() {
         stdout.contains("2 run(s) failed inside heddle") && stdout.contains("seed 3 (2 runs)"),
         "{stdout}"
     );
-    assert!(stderr.contains("heddle: internal error: error injected"), "{stderr}");
+    assert!(
+        stderr.contains("heddle: internal error: error injected"),
+        "{stderr}"
+    );
     let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
     assert_eq!(v["stats"]["runs"].as_integer(), Some(40), "all seeds ran");
     assert_eq!(v["stats"]["failing_runs"].as_integer(), Some(0));
@@ -553,8 +556,14 @@ fn runs_that_fail_inside_heddle_are_errors_not_bugs() {
     assert_eq!(v["error"][0]["first_seed"].as_integer(), Some(3));
     assert!(v.get("failure").is_none());
     let x = std::fs::read_to_string(&junit).unwrap();
-    assert!(x.contains("failures=\"0\" errors=\"1\" skipped=\"0\""), "{x}");
-    assert!(x.contains("<error message=\"2 run(s) failed inside heddle\""), "{x}");
+    assert!(
+        x.contains("failures=\"0\" errors=\"1\" skipped=\"0\""),
+        "{x}"
+    );
+    assert!(
+        x.contains("<error message=\"2 run(s) failed inside heddle\""),
+        "{x}"
+    );
 
     // A bug found wins over errors: exit 1, and the error runs are still
     // not failures.
@@ -582,7 +591,14 @@ fn runs_that_fail_inside_heddle_are_errors_not_bugs() {
         .iter()
         .all(|f| f["kind"].as_str() == Some("assertion")));
     let bad = heddle()
-        .args(["fuzz", "targets/race_bank.c", "--runs", "5", "--out", p(&out)])
+        .args([
+            "fuzz",
+            "targets/race_bank.c",
+            "--runs",
+            "5",
+            "--out",
+            p(&out),
+        ])
         .env("HEDDLE_INJECT_ERROR", "x")
         .output()
         .unwrap();
@@ -711,8 +727,9 @@ skip = "flaky on this platform"
         "{stdout}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("ERR")
-            && l.contains("1 of 10 runs failed inside heddle; seed 4")),
+        stdout.lines().any(
+            |l| l.starts_with("ERR") && l.contains("1 of 10 runs failed inside heddle; seed 4")
+        ),
         "{stdout}"
     );
     assert!(
@@ -726,7 +743,8 @@ skip = "flaky on this platform"
         x.contains("tests=\"3\" failures=\"0\" errors=\"1\" skipped=\"2\""),
         "{x}"
     );
-    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(j["error"], 1);
     assert_eq!(j["skipped"], 2);
     assert_eq!(j["checks"][0]["status"], "error");

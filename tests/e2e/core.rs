@@ -850,3 +850,206 @@ fn completions_and_man_pages_cover_every_command() {
     let fuzz = std::fs::read_to_string(out.join("heddle-fuzz.1")).unwrap();
     assert!(fuzz.contains("strategy"), "{fuzz}");
 }
+
+/// The README's command table and exit-code table match the command-line
+/// definition; every command has examples in its help and takes the global
+/// flags.
+#[test]
+fn readme_tables_match_the_help() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let cmd = heddle::cli::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let table: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `heddle "))
+        .filter_map(|l| l.split([' ', '`']).next())
+        .map(str::to_string)
+        .collect();
+    let mut expected: std::collections::BTreeSet<String> = names.iter().cloned().collect();
+    expected.insert("help".into());
+    assert_eq!(table, expected, "README command table vs heddle --help");
+    for sub in cmd.get_subcommands() {
+        let name = sub.get_name();
+        let after = sub
+            .get_after_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        assert!(
+            after.starts_with("Examples:") && after.contains(&format!("heddle {name}")),
+            "{name}: {after}"
+        );
+        let o = heddle_out(&["help", name]);
+        let help = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{name}");
+        for flag in [
+            "--color <WHEN>",
+            "-q, --quiet",
+            "-v, --verbose",
+            "Examples:",
+        ] {
+            assert!(
+                help.contains(flag),
+                "heddle help {name} lacks {flag}:\n{help}"
+            );
+        }
+    }
+    // The exit-code table.
+    let section = readme
+        .split("#### Exit codes")
+        .nth(1)
+        .expect("exit-code table");
+    let codes: Vec<String> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| code"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').nth(1).unwrap().trim().to_string())
+        .collect();
+    let defined: Vec<String> = heddle::cli::EXIT_CODES
+        .iter()
+        .map(|(c, _)| c.to_string())
+        .collect();
+    assert_eq!(codes, defined, "README exit codes vs heddle --help");
+    let help = text(&heddle_out(&["--help"]).stdout);
+    for (code, what) in heddle::cli::EXIT_CODES {
+        assert!(
+            help.contains(&format!("{code}  ")) && help.contains(what),
+            "{help}"
+        );
+    }
+    assert_eq!(heddle::cli::EXIT_INTERNAL, 4);
+    assert_eq!(heddle::cli::EXIT_NOT_REPRODUCED, 3);
+}
+
+/// One name per idea, the older spellings still accepted; global flags go
+/// before or after the command.
+#[test]
+fn one_name_per_idea_and_old_spellings_still_work() {
+    let dir = tempdir();
+    let out = dir.path().to_str().unwrap();
+    for runs in ["--runs", "--max-schedules"] {
+        let o = heddle_out(&[
+            "explore",
+            "targets/counter_spy.c",
+            runs,
+            "5",
+            "--out",
+            out,
+            "--",
+            "1",
+            "1",
+        ]);
+        assert!(
+            text(&o.stdout).contains("5 schedules"),
+            "{runs}: {}",
+            text(&o.stdout)
+        );
+    }
+    let mut seen = Vec::new();
+    for args in [
+        vec!["fuzz", "--seed", "7"],
+        vec!["fuzz", "--seed-start", "7"],
+        vec!["-q", "fuzz", "--seed=7"],
+    ] {
+        let mut a = args.clone();
+        a.extend([
+            "targets/race_bank.c",
+            "--fixed",
+            "--runs",
+            "3",
+            "-j",
+            "1",
+            "-v",
+            "--out",
+            out,
+        ]);
+        let o = heddle_out(&a);
+        let stdout = text(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{a:?}: {stdout}{}",
+            text(&o.stderr)
+        );
+        assert!(
+            stdout.contains("decisions/run"),
+            "-v shows statistics: {stdout}"
+        );
+        let s = std::fs::read_to_string(dir.path().join("campaign.toml")).unwrap();
+        assert!(s.contains("seed_start = 7"), "{s}");
+        seen.push(heddle::campaign::summary::deterministic_part(&s).to_string());
+        std::fs::remove_file(dir.path().join("journal.jsonl")).unwrap();
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]));
+    for (canonical, old) in [("--out", "--output")] {
+        for flag in [canonical, old] {
+            let o = heddle_out(&[
+                "instrument",
+                "targets/race_bank.c",
+                flag,
+                dir.path().join("i.wasm").to_str().unwrap(),
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{flag}: {}", text(&o.stderr));
+        }
+    }
+    let a = heddle_out(&["sites", "targets/race_bank.c", "--format", "json"]);
+    let b = heddle_out(&["sites", "targets/race_bank.c", "--json"]);
+    assert_eq!(a.stdout, b.stdout);
+    assert!(text(&a.stdout).trim_start().starts_with(['[', '{']));
+}
+
+/// `--color` and the `NO_COLOR` / `CLICOLOR_FORCE` conventions, on a
+/// command that colours (`show`) and on errors.
+#[test]
+fn color_follows_the_flag_and_the_environment() {
+    let dir = tempdir();
+    let out = dir.path().to_str().unwrap();
+    let f = heddle_out(&[
+        "fuzz",
+        "targets/race_bank.c",
+        "--runs",
+        "50",
+        "-q",
+        "--out",
+        out,
+    ]);
+    assert_eq!(f.status.code(), Some(1));
+    let replay = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".toml") && p.to_string_lossy().contains("-seed"))
+        .unwrap();
+    let replay = replay.to_str().unwrap();
+    let show = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = heddle();
+        c.arg("show").arg(replay).args(args);
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        text(&o.stdout).contains("\x1b[")
+    };
+    assert!(!show(&[], &[]), "not a terminal: no colour");
+    assert!(show(&["--color", "always"], &[]));
+    assert!(
+        show(&["--color=always"], &[("NO_COLOR", "1")]),
+        "the flag wins"
+    );
+    assert!(show(&[], &[("CLICOLOR_FORCE", "1")]));
+    assert!(!show(&[], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]));
+    assert!(!show(&["--color", "never"], &[("CLICOLOR_FORCE", "1")]));
+    let e = heddle_out(&["--color", "always", "replay", "/nonexistent.toml"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(
+        text(&e.stderr).starts_with("\x1b[1;31mheddle: error"),
+        "{}",
+        text(&e.stderr)
+    );
+    let e = heddle_out(&["replay", "/nonexistent.toml", "--color", "sometimes"]);
+    assert_usage_error(&e, "sometimes");
+}

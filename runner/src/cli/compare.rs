@@ -33,10 +33,20 @@ use std::sync::Mutex;
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Strategies to compare, comma-separated (e.g. random,pct:3,pos,surw).
-    #[arg(long, required = true)]
+    #[arg(
+        long = "strategy",
+        alias = "strategies",
+        value_name = "S,S…",
+        required = true
+    )]
     pub strategies: String,
     /// The targets: a manifest in the format of `targets/targets.toml`.
-    #[arg(long, default_value = "targets/targets.toml")]
+    #[arg(
+        long = "manifest",
+        alias = "targets",
+        value_name = "FILE",
+        default_value = "targets/targets.toml"
+    )]
     pub targets: PathBuf,
     /// Only these targets (comma-separated names); by default every target
     /// whose buggy build is expected to fail.
@@ -49,10 +59,15 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 5)]
     pub trials: u64,
     /// First seed of the first trial.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long = "seed",
+        alias = "seed-start",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub seed_start: u64,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Directory for compare.md and compare.csv.
     #[arg(long, default_value = "heddle-out")]

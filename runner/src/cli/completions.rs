@@ -3,7 +3,7 @@
 
 use super::EXIT_OK;
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
+use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -22,7 +22,7 @@ pub struct ManArgs {
 
 /// Prints the completion script for a shell on stdout.
 pub fn completions_cmd(a: CompletionsArgs) -> Result<i32> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = super::command();
     clap_complete::generate(a.shell, &mut cmd, "heddle", &mut std::io::stdout());
     Ok(EXIT_OK)
 }
@@ -31,7 +31,7 @@ pub fn completions_cmd(a: CompletionsArgs) -> Result<i32> {
 pub fn man_cmd(a: ManArgs) -> Result<i32> {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
-    clap_mangen::generate_to(super::Cli::command(), &a.out)
+    clap_mangen::generate_to(super::command(), &a.out)
         .with_context(|| format!("cannot write man pages into {}", a.out.display()))?;
     println!("man pages written to {}", a.out.display());
     Ok(EXIT_OK)

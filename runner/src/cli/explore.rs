@@ -25,8 +25,8 @@ pub struct ExploreArgs {
     /// `dpor` without `--bound`, `none` with one.
     #[arg(long)]
     pub reduction: Option<String>,
-    /// Stop after this many schedules.
-    #[arg(long)]
+    /// Stop after this many schedules (runs).
+    #[arg(long = "runs", alias = "max-schedules", value_name = "N")]
     pub max_schedules: Option<u64>,
     /// A global variable whose final value is part of the outcome (repeatable).
     #[arg(long, value_name = "VAR")]
@@ -108,7 +108,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let bound: Bound = a.bound.parse()?;
     let reduction = reduction_of(&a, bound)?;
     if a.max_schedules == Some(0) {
-        bail!("--max-schedules must be at least 1");
+        bail!("--runs must be at least 1");
     }
     let expect = a.expect.as_deref().map(Expect::parse).transpose()?;
     let opts = Options {
@@ -142,7 +142,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         reduction
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    let tty = std::io::stderr().is_terminal();
+    let tty = std::io::stderr().is_terminal() && !super::global().quiet;
     let started = Instant::now();
     let mut last_draw = Instant::now();
     let report = explore::explore(&program, &base, &opts, &crate::interrupt::STOP, &mut |p| {

@@ -43,10 +43,15 @@ pub struct CampaignOpts {
     #[arg(long, value_name = "DURATION")]
     pub time_budget: Option<String>,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(short, long)]
     pub jobs: Option<usize>,
     /// First seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long = "seed",
+        alias = "seed-start",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub seed_start: u64,
     /// Keep going after the first failure: collect every distinct failure.
     #[arg(long)]
@@ -57,12 +62,9 @@ pub struct CampaignOpts {
     /// Continue the campaign in --out (skips the seeds it finished).
     #[arg(long)]
     pub resume: bool,
-    /// Print campaign statistics.
+    /// Print campaign statistics (also with -v).
     #[arg(long)]
     pub stats: bool,
-    /// No progress output on stderr.
-    #[arg(long)]
-    pub quiet: bool,
     /// Campaign directory: replay files, journal.jsonl, campaign.toml.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
@@ -81,7 +83,7 @@ impl CampaignOpts {
             .as_deref()
             .map(campaign::parse_duration)
             .transpose()?;
-        let progress = if self.quiet {
+        let progress = if super::global().quiet {
             exec::Progress::Off
         } else if std::io::stderr().is_terminal() {
             exec::Progress::Tty
@@ -166,7 +168,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         &opts.out,
         &reports,
         a.list_failures,
-        a.campaign.stats,
+        a.campaign.stats || super::global().verbose > 0,
         !a.campaign.keep_going,
     );
     let docs: Vec<FailureDoc> = o
@@ -533,7 +535,8 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         s.campaign.strategies.join(","),
         s.stats.failing_runs
     );
-    print_findings(s, &m.journal, a.list_failures, a.stats);
+    let stats = a.stats || super::global().verbose > 0;
+    print_findings(s, &m.journal, a.list_failures, stats);
     for f in &s.failure {
         println!("seed {}: {}", f.first_seed, f.summary);
         if !f.replay.is_empty() {
@@ -547,7 +550,7 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
             }
         }
     }
-    if a.stats {
+    if stats {
         print_timing(&m.timing);
     }
     println!("summary: {}", a.out.join(summary::FILE).display());

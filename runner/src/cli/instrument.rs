@@ -57,7 +57,7 @@ pub struct InstrumentArgs {
     /// Module (or C/C++ source) to instrument.
     pub input: PathBuf,
     /// Where to write the instrumented module.
-    #[arg(short = 'o', long)]
+    #[arg(short = 'o', long = "out", alias = "output", value_name = "OUT.wasm")]
     pub output: PathBuf,
     /// Where to write the site table (JSON).
     #[arg(long)]
@@ -88,9 +88,12 @@ pub struct SitesArgs {
     /// Also list sites in library code.
     #[arg(long)]
     pub all: bool,
-    /// Print the table as JSON.
-    #[arg(long)]
+    /// Same as `--format json`.
+    #[arg(long, hide = true)]
     pub json: bool,
+    /// `json`: print the sites as JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
     #[command(flatten)]
     pub opts: InstrumentOpts,
 }
@@ -99,7 +102,7 @@ pub fn sites_cmd(a: SitesArgs) -> Result<i32> {
     let t = target::load(&a.input, &[])?;
     let inst = instrument::instrument(&t.bytes, &a.opts.config())?;
     let table = &inst.sites;
-    if a.json {
+    if a.json || a.format == crate::report::json::Format::Json {
         println!("{}", serde_json::to_string_pretty(table)?);
         return Ok(EXIT_OK);
     }

@@ -4,7 +4,9 @@
 //! by signal N.
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::sync::OnceLock;
 
 pub mod compare;
 mod completions;
@@ -59,58 +61,206 @@ pub fn campaign_exit(failing: u64, error_runs: u64, stopped_by: Option<i32>) -> 
     }
 }
 
+/// The exit codes, as `heddle --help` lists them (the README has the same
+/// table).
+pub const EXIT_CODES: &[(&str, &str)] = &[
+    ("0", "no bug found"),
+    ("1", "a bug found, or an expectation failed"),
+    ("2", "usage or input error"),
+    ("3", "a replay did not reproduce its recorded run"),
+    ("4", "internal error (heddle itself failed; no bug found)"),
+    (
+        "130, 143",
+        "stopped by SIGINT or SIGTERM (128 + the signal); finished work is saved",
+    ),
+];
+
+/// The command-line definition, with the exit codes in its help.
+pub fn command() -> clap::Command {
+    let width = EXIT_CODES.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    let mut help = String::from("Exit codes:\n");
+    for (code, what) in EXIT_CODES {
+        help.push_str(&format!("  {code:<width$}  {what}\n"));
+    }
+    help.push_str("\nRun `heddle help COMMAND` for a command's options and examples.");
+    Cli::command().after_help(help)
+}
+
 #[derive(Parser)]
 #[command(
     name = "heddle",
     version = env!("HEDDLE_LONG_VERSION"),
-    about = "Deterministic-simulation test runner for concurrent C/C++",
-    disable_help_subcommand = true
+    about = "Deterministic-simulation test runner for concurrent C/C++"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ColorWhen {
+    /// On a terminal, unless `NO_COLOR` is set (`CLICOLOR_FORCE` forces it).
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The flags every command takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Global {
+    /// Colour: auto (a terminal without NO_COLOR; CLICOLOR_FORCE=1 forces it), always, never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    pub color: ColorWhen,
+    /// Less output: no progress lines.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// More output: statistics and timing where a command has them.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+
+/// The global flags of this invocation (defaults when heddle is used as a
+/// library).
+pub fn global() -> Global {
+    GLOBAL.get().cloned().unwrap_or_default()
+}
+
+impl Global {
+    /// Whether output to stdout (`stderr == false`) or stderr is coloured.
+    pub fn color(&self, stderr: bool) -> bool {
+        let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
+        match self.color {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto if env_set("NO_COLOR") => false,
+            ColorWhen::Auto if env_set("CLICOLOR_FORCE") => true,
+            ColorWhen::Auto if stderr => std::io::stderr().is_terminal(),
+            ColorWhen::Auto => std::io::stdout().is_terminal(),
+        }
+    }
+}
+
+/// `--color` as given on the command line, before parsing (so that clap's
+/// own help and errors follow it too).
+fn color_in_argv(args: &[std::ffi::OsString]) -> clap::ColorChoice {
+    let mut value = None;
+    let mut it = args.iter().map(|a| a.to_string_lossy());
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if let Some(v) = a.strip_prefix("--color=") {
+            value = Some(v.to_string());
+        } else if a == "--color" {
+            value = it.next().map(|v| v.to_string());
+        }
+    }
+    let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
+    match value.as_deref() {
+        Some("always") => clap::ColorChoice::Always,
+        Some("never") => clap::ColorChoice::Never,
+        _ if env_set("NO_COLOR") => clap::ColorChoice::Never,
+        _ if env_set("CLICOLOR_FORCE") => clap::ColorChoice::Always,
+        _ => clap::ColorChoice::Auto,
+    }
 }
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Compile pthread C/C++ to a module heddle can run (clang flags pass through; --legacy accepts old C).
+    #[command(
+        after_help = "Examples:\n  heddle cc -O1 -g prog.c -o prog.wasm\n  heddle cc --legacy old.c -o old.wasm"
+    )]
     Cc {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
     /// Run a target once and print its verdict.
+    #[command(
+        after_help = "Examples:\n  heddle run targets/race_bank.c --seed 7 -- 2 2\n  heddle run targets/race_bank.c --strategy pct:3 --trace"
+    )]
     Run(run::RunArgs),
     /// Run many seeds in parallel; write a replay file for each distinct failure.
+    #[command(
+        after_help = "Examples:\n  heddle fuzz targets/race_bank.c --runs 2000 -j 2\n  heddle fuzz prog.c --time-budget 10m --strategy random,pct:3,pos --keep-going\n  heddle fuzz prog.c --shard 2/8 --out shard2 --resume"
+    )]
     Fuzz(fuzz::FuzzArgs),
     /// Merge the campaign directories of shards into one campaign.
+    #[command(after_help = "Examples:\n  heddle merge shard1 shard2 --out all")]
     Merge(fuzz::MergeArgs),
     /// Run the targets of a project file (heddle.toml) as a test suite.
+    #[command(
+        after_help = "Examples:\n  heddle test\n  heddle test targets/targets.toml --only race_bank --junit report.xml"
+    )]
     Test(test::TestArgs),
     /// Reproduce a run from its replay file and check it.
+    #[command(
+        after_help = "Examples:\n  heddle replay heddle-out/race_bank-assertion-seed3.toml\n  heddle replay bug.toml --target build/prog.wasm"
+    )]
     Replay(fuzz::ReplayArgs),
     /// Enumerate schedules systematically (bounded or exhaustive).
+    #[command(
+        after_help = "Examples:\n  heddle explore targets/counter_spy.c --observe x -- 2 3\n  heddle explore prog.c --bound preemptions=2 --runs 100000"
+    )]
     Explore(explore::ExploreArgs),
     /// Compare scheduling strategies on a set of targets.
+    #[command(
+        after_help = "Examples:\n  heddle compare --strategy random,pct:3,pos --runs 100 --trials 5"
+    )]
     Compare(compare::CompareArgs),
     /// Run a schedule plan (ordering and state constraints) against a target.
+    #[command(
+        after_help = "Examples:\n  heddle plan plans/race_bank.toml targets/race_bank.c --expect triggered"
+    )]
     Plan(plan::PlanArgs),
     /// Observe shared accesses, lock sets and conflicting pairs over random runs.
+    #[command(after_help = "Examples:\n  heddle observe targets/race_bank.c --runs 50 -- 2 2")]
     Observe(plan::ObserveArgs),
     /// Replay a run and draw its interleaving.
+    #[command(
+        after_help = "Examples:\n  heddle show heddle-out/race_bank-assertion-seed3.toml\n  heddle show bug.toml --html bug.html"
+    )]
     Show(show::ShowArgs),
     /// Find a schedule with the fewest preemptions that gives the same verdict.
+    #[command(after_help = "Examples:\n  heddle minimize bug.toml -o bug.min.toml")]
     Minimize(show::MinimizeArgs),
     /// Rewrite a module so every inter-thread instruction is a yield point.
+    #[command(
+        after_help = "Examples:\n  heddle instrument prog.wasm -o prog.inst.wasm --sites sites.json"
+    )]
     Instrument(instrument::InstrumentArgs),
     /// List the yield-point sites of a module with their source lines.
+    #[command(
+        after_help = "Examples:\n  heddle sites targets/race_bank.c\n  heddle sites prog.wasm --all --format json"
+    )]
     Sites(instrument::SitesArgs),
     /// List the bundled targets (and build them with --build).
+    #[command(after_help = "Examples:\n  heddle targets\n  heddle targets --build")]
     Targets(targets::TargetsArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    #[command(
+        after_help = "Examples:\n  heddle completions bash > ~/.local/share/bash-completion/completions/heddle\n  heddle completions zsh > ~/.zfunc/_heddle"
+    )]
     Completions(completions::CompletionsArgs),
     /// Write man pages (heddle.1 and one per command) into a directory.
+    #[command(after_help = "Examples:\n  heddle man --out /usr/local/share/man/man1")]
     Man(completions::ManArgs),
     /// Install or check the C/C++ toolchain.
+    #[command(after_help = "Examples:\n  heddle toolchain install\n  heddle toolchain doctor")]
     Toolchain {
         #[command(subcommand)]
         cmd: toolchain::ToolchainCmd,
@@ -142,7 +292,12 @@ pub fn main() -> i32 {
 }
 
 fn parse_and_dispatch() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = command()
+        .color(color_in_argv(&args))
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             if !e.use_stderr() {
@@ -155,17 +310,22 @@ fn parse_and_dispatch() -> i32 {
             let text = e.render().to_string();
             let mut lines = text.lines();
             let first = lines.next().unwrap_or("bad usage");
-            eprintln!("heddle: error: {}", first.trim_start_matches("error: "));
+            eprintln!(
+                "{}: {}",
+                error_prefix(),
+                first.trim_start_matches("error: ")
+            );
             for l in lines {
                 eprintln!("{l}");
             }
             return EXIT_USAGE;
         }
     };
+    let _ = GLOBAL.set(cli.global.clone());
     match dispatch(cli.cmd) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("heddle: error: {}", one_line(&e));
+            eprintln!("{}: {}", error_prefix(), one_line(&e));
             if e.downcast_ref::<crate::reproduce::NotReproduced>()
                 .is_some()
             {
@@ -174,6 +334,15 @@ fn parse_and_dispatch() -> i32 {
                 EXIT_USAGE
             }
         }
+    }
+}
+
+/// `heddle: error`, in bold red when stderr is coloured.
+fn error_prefix() -> &'static str {
+    if global().color(true) {
+        "\x1b[1;31mheddle: error\x1b[0m"
+    } else {
+        "heddle: error"
     }
 }
 

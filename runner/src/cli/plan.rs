@@ -37,7 +37,12 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 5)]
     pub runs: u64,
     /// First seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long = "seed",
+        alias = "seed-start",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub seed_start: u64,
     /// Turn the plan into a regression test: exit 1 unless the runs end as expected.
     #[arg(long, value_enum)]
@@ -597,10 +602,18 @@ pub struct ObserveArgs {
     #[arg(long, default_value_t = 20)]
     pub runs: u64,
     /// First seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long = "seed",
+        alias = "seed-start",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub seed_start: u64,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// `json`: print the report as JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::json::Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true)]
     pub json: bool,
 }
 
@@ -622,7 +635,7 @@ pub fn observe_cmd(a: ObserveArgs) -> Result<i32> {
         obs.add_run(seed, &r);
     }
     let report = obs.report();
-    if a.json {
+    if a.json || a.format == crate::report::json::Format::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.text());

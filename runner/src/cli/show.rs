@@ -48,9 +48,9 @@ fn terminal_width() -> Option<usize> {
     None
 }
 
-/// Colour only on a terminal, and never with `NO_COLOR` set.
+/// Colour on stdout, as `--color`, `NO_COLOR` and `CLICOLOR_FORCE` say.
 pub fn use_color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    super::global().color(false)
 }
 
 /// The command that replays `file` (with `--target` when one was given).
@@ -138,7 +138,12 @@ pub struct MinimizeArgs {
     #[arg(short = 'o', long = "out", value_name = "OUT.toml")]
     pub out: Option<PathBuf>,
     /// Most candidate runs to try.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(
+        long = "runs",
+        alias = "max-runs",
+        value_name = "N",
+        default_value_t = 2000
+    )]
     pub max_runs: usize,
 }
 

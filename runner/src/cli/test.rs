@@ -30,14 +30,14 @@ pub struct TestArgs {
     /// Only these targets (repeatable).
     #[arg(long = "only", value_name = "NAME")]
     pub only: Vec<String>,
-    /// Seeds per check, instead of each target's own budget.
-    #[arg(long)]
+    /// Runs (seeds) per check, instead of each target's own budget.
+    #[arg(long = "runs", alias = "seeds", value_name = "N")]
     pub seeds: Option<u64>,
-    /// Seeds per check of a fixed build (overrides --seeds for those).
-    #[arg(long)]
+    /// Runs per check of a fixed build (overrides --runs for those).
+    #[arg(long = "fixed-runs", alias = "fixed-seeds", value_name = "N")]
     pub fixed_seeds: Option<u64>,
     /// Worker threads per campaign (default: all cores).
-    #[arg(long)]
+    #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Directory for the campaigns (one subdirectory per check).
     #[arg(long, default_value = "heddle-out/test")]
@@ -148,7 +148,7 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         }
     }
     if a.seeds == Some(0) || a.fixed_seeds == Some(0) {
-        bail!("--seeds and --fixed-seeds must be at least 1");
+        bail!("--runs and --fixed-runs must be at least 1");
     }
     let jobs = super::jobs(a.jobs);
     crate::interrupt::install();
