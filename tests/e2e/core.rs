@@ -779,7 +779,7 @@ fn mistyped_commands_and_flags_get_a_tip_and_the_usage() {
     assert_usage_error(&o, "unrecognized subcommand 'fuz'");
     let err = text(&o.stderr);
     assert!(err.contains("a similar subcommand exists: 'fuzz'"), "{err}");
-    assert!(err.contains("Usage: heddle <COMMAND>"), "{err}");
+    assert!(err.contains("Usage: heddle [OPTIONS] <COMMAND>"), "{err}");
     let o = heddle_out(&["fuzz", "targets/race_bank.c", "--job", "2"]);
     assert_usage_error(&o, "unexpected argument '--job'");
     let err = text(&o.stderr);

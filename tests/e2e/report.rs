@@ -641,3 +641,240 @@ fn report_bad_input_is_a_one_line_error() {
     let o = heddle_out(&["run", "targets/race_bank.c", "--format", "yaml"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// The SARIF 2.1.0 schema (OASIS, `sarif-schema-2.1.0.json`).
+fn sarif_validator() -> jsonschema::Validator {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/data/sarif-schema-2.1.0.json")).unwrap(),
+    )
+    .unwrap();
+    jsonschema::validator_for(&schema).expect("the SARIF schema compiles")
+}
+
+/// Reads a SARIF file and checks it against the schema.
+fn valid_sarif(path: &Path) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = sarif_validator();
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(doc["version"], "2.1.0");
+    doc
+}
+
+/// `--sarif` on fuzz, explore and test: valid SARIF 2.1.0; the result's
+/// rule is the verdict kind, its location the failing line, its code flow
+/// the interleaving (one thread flow per thread, execution order global);
+/// a clean campaign writes an empty result list. In GitHub Actions each
+/// failure is also an `::error` annotation.
+#[test]
+fn report_sarif_validates_and_carries_the_interleaving() {
+    let dir = tempdir();
+    let sarif = dir.path().join("f.sarif");
+    let o = heddle()
+        .args(["fuzz", "targets/deadlock_abba.c", "--runs", "300", "-q"])
+        .args(["--out", dir.path().join("f").to_str().unwrap()])
+        .args(["--sarif", sarif.to_str().unwrap()])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{}", text(&o.stderr));
+    let doc = valid_sarif(&sarif);
+    let run = &doc["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "heddle");
+    assert_eq!(run["tool"]["driver"]["rules"][0]["id"], "heddle/deadlock");
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    assert_eq!(r["ruleId"], "heddle/deadlock");
+    let loc = &r["locations"][0]["physicalLocation"];
+    assert_eq!(loc["artifactLocation"]["uri"], "targets/deadlock_abba.c");
+    let line = loc["region"]["startLine"].as_u64().unwrap();
+    let src = std::fs::read_to_string(repo().join("targets/deadlock_abba.c")).unwrap();
+    let src_line = src.lines().nth(line as usize - 1).unwrap();
+    assert!(src_line.contains("lock"), "line {line}: {src_line}");
+    assert!(r["properties"]["replayCommand"]
+        .as_str()
+        .unwrap()
+        .starts_with("heddle replay "));
+    let flows = r["codeFlows"][0]["threadFlows"].as_array().unwrap();
+    let ids: Vec<&str> = flows.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"T1") && ids.contains(&"T2"), "{ids:?}");
+    let mut orders = Vec::new();
+    for f in flows {
+        let o: Vec<u64> = f["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["executionOrder"].as_u64().unwrap())
+            .collect();
+        assert!(o.windows(2).all(|w| w[0] < w[1]), "{o:?}");
+        orders.extend(o);
+    }
+    orders.sort();
+    assert_eq!(orders, (1..=orders.len() as u64).collect::<Vec<_>>());
+    let note = stdout
+        .lines()
+        .find(|l| l.starts_with("::error "))
+        .unwrap_or_else(|| panic!("no annotation: {stdout}"));
+    assert!(
+        note.starts_with(&format!(
+            "::error file=targets/deadlock_abba.c,line={line},title=heddle%3A deadlock::deadlock"
+        )),
+        "{note}"
+    );
+    // The fixed build: an empty result list.
+    let clean = dir.path().join("clean.sarif");
+    let o = heddle_out(&[
+        "fuzz",
+        "targets/deadlock_abba.c",
+        "--fixed",
+        "--runs",
+        "20",
+        "-q",
+        "--out",
+        dir.path().join("c").to_str().unwrap(),
+        "--sarif",
+        clean.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc = valid_sarif(&clean);
+    assert_eq!(doc["runs"][0]["results"].as_array().unwrap().len(), 0);
+    // explore with a broken invariant: the rule is `expectation`.
+    let ex = dir.path().join("e.sarif");
+    let o = heddle_out(&[
+        "explore",
+        "targets/counter_spy.c",
+        "--fixed",
+        "--bound",
+        "preemptions=1",
+        "--expect",
+        "x >= 3",
+        "--out",
+        dir.path().join("e").to_str().unwrap(),
+        "--sarif",
+        ex.to_str().unwrap(),
+        "--",
+        "1",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let doc = valid_sarif(&ex);
+    let r = &doc["runs"][0]["results"][0];
+    assert_eq!(r["ruleId"], "heddle/expectation");
+    assert!(
+        r["message"]["text"].as_str().unwrap().contains("x >= 3"),
+        "{r}"
+    );
+    // heddle test: the unexpected failure of a fixed build.
+    let bank = repo().join("targets/race_bank.c");
+    let project = dir.path().join("heddle.toml");
+    std::fs::write(
+        &project,
+        format!(
+            "[[target]]\nname = \"bank\"\nsource = \"{}\"\nargs = [\"2\", \"2\"]\nbuggy = \"pass\"\nhunt_seeds = 50\n",
+            bank.display()
+        ),
+    )
+    .unwrap();
+    let ts = dir.path().join("t.sarif");
+    let o = heddle_out(&[
+        "test",
+        project.to_str().unwrap(),
+        "--out",
+        dir.path().join("t").to_str().unwrap(),
+        "--sarif",
+        ts.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let doc = valid_sarif(&ts);
+    assert_eq!(doc["runs"][0]["results"][0]["ruleId"], "heddle/assertion");
+}
+
+/// `heddle show FILE --perfetto OUT.json`: the Chrome trace-event format's
+/// rules (phases, µs timestamps, pid/tid, slices that never overlap on a
+/// track, monotone time per track) and the threads and events of a known
+/// deadlock. Only one guest thread runs at a time, so no two slices
+/// overlap at all.
+#[test]
+fn report_perfetto_trace_follows_the_format_and_shows_the_deadlock() {
+    let dir = tempdir();
+    let file = fuzz_replay("targets/deadlock_abba.c", 300, dir.path(), &[], &[]);
+    let out = dir.path().join("trace.json");
+    let o = heddle_out(&[
+        "show",
+        file.to_str().unwrap(),
+        "--perfetto",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let evs = doc["traceEvents"].as_array().unwrap();
+    let mut names = std::collections::BTreeMap::new();
+    let mut slices: Vec<(u64, u64, u64)> = Vec::new();
+    let mut last_ts: std::collections::BTreeMap<u64, u64> = Default::default();
+    let mut instants = Vec::new();
+    for e in evs {
+        let ph = e["ph"].as_str().unwrap();
+        assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+        assert!(e["name"].is_string(), "{e}");
+        let tid = e["tid"].as_u64().unwrap();
+        match ph {
+            "M" => {
+                if e["name"] == "thread_name" {
+                    names.insert(tid, e["args"]["name"].as_str().unwrap().to_string());
+                }
+            }
+            "X" => {
+                let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+                assert!(dur > 0, "{e}");
+                let prev = last_ts.insert(tid, ts).unwrap_or(0);
+                assert!(ts >= prev, "time goes back on track {tid}: {e}");
+                slices.push((ts, ts + dur, tid));
+            }
+            "i" => {
+                assert!(["t", "p", "g"].contains(&e["s"].as_str().unwrap()), "{e}");
+                assert!(e["ts"].is_u64(), "{e}");
+                instants.push(e.clone());
+            }
+            other => panic!("unexpected phase {other}: {e}"),
+        }
+    }
+    slices.sort();
+    assert!(slices.len() > 3);
+    assert!(
+        slices.windows(2).all(|w| w[0].1 <= w[1].0),
+        "slices overlap: {slices:?}"
+    );
+    for (_, _, tid) in &slices {
+        assert!(names.contains_key(tid), "track {tid} has no thread_name");
+    }
+    assert!(
+        names.values().any(|n| n.contains("t1")) && names.values().any(|n| n.contains("t2")),
+        "{names:?}"
+    );
+    let locks: Vec<_> = instants.iter().filter(|e| e["cat"] == "lock").collect();
+    assert!(!locks.is_empty());
+    assert!(locks.iter().all(|e| e["args"]["file:line"]
+        .as_str()
+        .is_some_and(|l| l.contains("deadlock_abba.c:"))));
+    let fail = instants
+        .iter()
+        .find(|e| e["cat"] == "verdict")
+        .expect("the failure is an instant event");
+    assert_eq!(fail["name"], "FAIL: deadlock");
+    // Deterministic: the same file gives the same bytes.
+    let again = dir.path().join("again.json");
+    heddle_out(&[
+        "show",
+        file.to_str().unwrap(),
+        "--perfetto",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+}

@@ -46,6 +46,9 @@ pub struct ExploreArgs {
     /// Directory for the replay file of the first failing schedule.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
+    /// Write the failures as SARIF 2.1.0 (for code-scanning annotations).
+    #[arg(long, value_name = "OUT.sarif")]
+    pub sarif: Option<PathBuf>,
     /// `json`: print one JSON document (docs/report-schema.json) on stdout.
     #[arg(long, value_enum, default_value = "text")]
     pub format: crate::report::json::Format,
@@ -163,6 +166,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         if json {
             crate::report::json::emit(guard, &json_doc(&a, &report, None, secs));
         }
+        super::show::report_failures(&[], a.sarif.as_deref())?;
         // Stopped by a signal with nothing found: not a verdict of "no bug".
         return Ok(crate::interrupt::requested().map_or(EXIT_OK, crate::interrupt::exit_code));
     };
@@ -216,6 +220,12 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     if !detailed.verdict.is_pass() {
         print_output(&detailed);
     }
+    let failure = super::show::Failure {
+        replay: path.clone(),
+        seed: None,
+        reason: detailed.verdict.is_pass().then(|| f.reason.clone()),
+    };
+    super::show::report_failures(&[failure], a.sarif.as_deref())?;
     if json {
         let doc = json_doc(&a, &report, Some((&detailed, &path)), secs);
         crate::report::json::emit(guard, &doc);

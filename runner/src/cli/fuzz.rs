@@ -31,6 +31,9 @@ pub struct FuzzArgs {
     /// Write (or merge into) a JUnit XML file: one test case for the target.
     #[arg(long, value_name = "OUT.xml")]
     pub junit: Option<PathBuf>,
+    /// Write the failures as SARIF 2.1.0 (for code-scanning annotations).
+    #[arg(long, value_name = "OUT.sarif")]
+    pub sarif: Option<PathBuf>,
 }
 
 /// Options of a campaign (`heddle fuzz`).
@@ -267,6 +270,17 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         };
         crate::report::json::emit(guard, &doc);
     }
+    let replays: Vec<super::show::Failure> = o
+        .failures
+        .iter()
+        .filter(|(f, _)| !f.replay.is_empty())
+        .map(|(f, _)| super::show::Failure {
+            replay: opts.out.join(&f.replay),
+            seed: Some(f.first_seed),
+            reason: None,
+        })
+        .collect();
+    super::show::report_failures(&replays, a.sarif.as_deref())?;
     Ok(super::campaign_exit(failing, s_errors, o.interrupted))
 }
 

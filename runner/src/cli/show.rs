@@ -31,6 +31,10 @@ pub struct ShowArgs {
     /// Write the HTML report to this file instead of printing the diagram.
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Write the timeline as a Chrome/Perfetto trace (open it in
+    /// ui.perfetto.dev) instead of printing the diagram.
+    #[arg(long, value_name = "OUT.json")]
+    pub perfetto: Option<PathBuf>,
 }
 
 /// The terminal width of stdout, when it is a terminal.
@@ -79,6 +83,59 @@ pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
     Ok(r)
 }
 
+/// A failure to report in SARIF and as a CI annotation: its replay file
+/// and seed.
+pub struct Failure {
+    /// The replay file.
+    pub replay: PathBuf,
+    /// The seed of the run (none for an explored schedule).
+    pub seed: Option<u64>,
+    /// Why it fails when its verdict is a pass (a broken `--expect`).
+    pub reason: Option<String>,
+}
+
+/// Writes `--sarif FILE` for `failures` and, in GitHub Actions, prints an
+/// `::error` annotation for each: both from the replayed run's timeline.
+pub fn report_failures(failures: &[Failure], sarif: Option<&Path>) -> Result<()> {
+    let gh = crate::report::sarif::in_github_actions();
+    if sarif.is_none() && !gh {
+        return Ok(());
+    }
+    let mut runs = Vec::new();
+    for f in failures {
+        let rp = load_replay(&f.replay, &reproduce::Options::default())?;
+        let r = replay_recorded(&rp)?;
+        let dirs = report::source_dirs(&rp.file.module.source);
+        let input = timeline::Input {
+            program: &rp.program,
+            result: &r,
+            source_dirs: dirs.clone(),
+        };
+        let tl = timeline::Timeline::build(&input, false);
+        runs.push((tl, rp.file.module.source.clone(), dirs, f));
+    }
+    let findings: Vec<crate::report::sarif::Finding> = runs
+        .iter()
+        .map(|(tl, target, dirs, f)| crate::report::sarif::Finding {
+            timeline: tl,
+            target: target.clone(),
+            seed: f.seed,
+            reason: f.reason.clone(),
+            replay_command: Some(replay_command(&f.replay, None)),
+            source_dirs: dirs.clone(),
+        })
+        .collect();
+    if let Some(p) = sarif {
+        crate::report::sarif::write(p, &findings)?;
+    }
+    if gh {
+        for f in &findings {
+            println!("{}", crate::report::sarif::annotation(f));
+        }
+    }
+    Ok(())
+}
+
 /// Replays the file with events and stacks recorded and prints its
 /// interleaving diagram (or writes the HTML report with `--html`).
 pub fn show_cmd(a: ShowArgs) -> Result<i32> {
@@ -99,6 +156,12 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
             rp.file.run.instrumentation.clone(),
         ),
     );
+    if let Some(out) = &a.perfetto {
+        let tl = timeline::Timeline::build(&input, true);
+        crate::report::perfetto::write(out, &tl, &info.title())?;
+        println!("wrote {}", out.display());
+        return Ok(EXIT_OK);
+    }
     if let Some(out) = &a.html {
         let tl = timeline::Timeline::build(&input, false);
         let mut src = SourceCache::new(dirs);

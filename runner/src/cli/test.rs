@@ -48,6 +48,9 @@ pub struct TestArgs {
     /// Write a JSON report.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the failures as SARIF 2.1.0 (for code-scanning annotations).
+    #[arg(long, value_name = "OUT.sarif")]
+    pub sarif: Option<PathBuf>,
 }
 
 /// The outcome of one check.
@@ -233,6 +236,19 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         });
         crate::paths::write_atomic(p, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
+    let failures: Vec<super::show::Failure> = checks
+        .iter()
+        .filter(|c| c.status == Status::Unexpected)
+        .filter_map(|c| {
+            Some(super::show::Failure {
+                replay: PathBuf::from(c.replay.as_ref()?),
+                seed: c.seed,
+                reason: None,
+            })
+        })
+        .filter(|f| f.replay.is_file())
+        .collect();
+    super::show::report_failures(&failures, a.sarif.as_deref())?;
     Ok(super::campaign_exit(
         bad as u64,
         errors as u64,

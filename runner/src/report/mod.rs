@@ -19,6 +19,8 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod minimize;
+pub mod perfetto;
+pub mod sarif;
 pub mod schema;
 pub mod source;
 pub mod timeline;
