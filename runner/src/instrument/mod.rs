@@ -36,6 +36,7 @@
 //! by (module hash, configuration, [`INSTRUMENTER_VERSION`]).
 
 pub mod dwarf;
+pub mod interface;
 pub mod rewrite;
 pub mod sites;
 pub mod stack;
@@ -48,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 
 pub use dwarf::{DebugInfo, Frame, Loc};
-pub use rewrite::RtImport;
+pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.

@@ -24,110 +24,23 @@ use wasmparser::{
     Validator, WasmFeatures,
 };
 
-/// The host imports added by instrumentation, module `heddle_rt`, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum RtImport {
-    /// `access(site, addr) -> i32`: a yield point before an access, fence or
-    /// import call; non-zero means "call `switch` now".
-    Access,
-    /// `switch()`: give up the CPU until the scheduler picks this thread again.
-    Switch,
-    /// `wait32(site, addr, expected: i32, timeout_ns: i64) -> i32`.
-    Wait32,
-    /// `wait64(site, addr, expected: i64, timeout_ns: i64) -> i32`.
-    Wait64,
-    /// `notify(site, addr, count) -> i32` (number woken).
-    Notify,
-    /// `budget(site)`: the preemption budget ran out at a back-edge or entry.
-    Budget,
-    /// `range(site, addr, len) -> i32`: a yield point before `memory.fill`.
-    Range,
-    /// `copy(site, dst, src, len) -> i32`: a yield point before `memory.copy`.
-    Copy,
-    /// `call_catching(arg, fn) -> i32`: calls table function `fn(arg)` and
-    /// returns its result, or the value passed to `pthread_exit`.
-    CallCatching,
-    /// `locked(site, addr, ret)`: a lock operation called at `site` on the
-    /// object at `addr` returned `ret` (ownership bookkeeping, no yield).
-    Locked,
-    /// `grow(delta) -> i32`: replaces `memory.grow` (the runtime keeps the
-    /// memory's size itself, so that memories can be recycled across runs).
-    Grow,
-    /// `size() -> i32`: replaces `memory.size`.
-    Size,
-    /// `alloc_args(site, a0, a1, a2)`: an allocator call at `site` is about
-    /// to be made with these arguments (unused ones are 0).
-    AllocArgs,
-    /// `alloc_arg(i) -> i32`: the i-th argument to really pass (widened by
-    /// redzones, or the real pointer to free).
-    AllocArg,
-    /// `alloc_post(site, result) -> i32`: the allocator returned `result`;
-    /// returns what the caller gets (the pointer past the left redzone).
-    AllocPost,
+use super::interface::HostType;
+pub use super::interface::RtImport;
+
+/// The wasm type of an interface type.
+fn val_type(t: HostType) -> ValType {
+    match t {
+        HostType::I32 => ValType::I32,
+        HostType::I64 => ValType::I64,
+    }
 }
 
-impl RtImport {
-    pub const COUNT: u32 = 15;
-    pub const MODULE: &'static str = "heddle_rt";
-    pub const ALL: [RtImport; 15] = [
-        RtImport::Access,
-        RtImport::Switch,
-        RtImport::Wait32,
-        RtImport::Wait64,
-        RtImport::Notify,
-        RtImport::Budget,
-        RtImport::Range,
-        RtImport::Copy,
-        RtImport::CallCatching,
-        RtImport::Locked,
-        RtImport::Grow,
-        RtImport::Size,
-        RtImport::AllocArgs,
-        RtImport::AllocArg,
-        RtImport::AllocPost,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RtImport::Access => "access",
-            RtImport::Switch => "switch",
-            RtImport::Wait32 => "wait32",
-            RtImport::Wait64 => "wait64",
-            RtImport::Notify => "notify",
-            RtImport::Budget => "budget",
-            RtImport::Range => "range",
-            RtImport::Copy => "copy",
-            RtImport::CallCatching => "call_catching",
-            RtImport::Locked => "locked",
-            RtImport::Grow => "grow",
-            RtImport::Size => "size",
-            RtImport::AllocArgs => "alloc_args",
-            RtImport::AllocArg => "alloc_arg",
-            RtImport::AllocPost => "alloc_post",
-        }
-    }
-
-    fn signature(self) -> (Vec<ValType>, Vec<ValType>) {
-        use ValType::{I32, I64};
-        match self {
-            RtImport::Access => (vec![I32, I32], vec![I32]),
-            RtImport::Switch => (vec![], vec![]),
-            RtImport::Wait32 => (vec![I32, I32, I32, I64], vec![I32]),
-            RtImport::Wait64 => (vec![I32, I32, I64, I64], vec![I32]),
-            RtImport::Notify => (vec![I32, I32, I32], vec![I32]),
-            RtImport::Budget => (vec![I32], vec![]),
-            RtImport::Range => (vec![I32, I32, I32], vec![I32]),
-            RtImport::Copy => (vec![I32, I32, I32, I32], vec![I32]),
-            RtImport::CallCatching => (vec![I32, I32], vec![I32]),
-            RtImport::Locked => (vec![I32, I32, I32], vec![]),
-            RtImport::Grow => (vec![I32], vec![I32]),
-            RtImport::Size => (vec![], vec![I32]),
-            RtImport::AllocArgs => (vec![I32, I32, I32, I32], vec![]),
-            RtImport::AllocArg => (vec![I32], vec![I32]),
-            RtImport::AllocPost => (vec![I32, I32], vec![I32]),
-        }
-    }
+/// The parameter and result types of a runtime import.
+fn signature(imp: RtImport) -> (Vec<ValType>, Vec<ValType>) {
+    (
+        imp.params().iter().copied().map(val_type).collect(),
+        imp.results().iter().copied().map(val_type).collect(),
+    )
 }
 
 /// Export names added to the instrumented module.
@@ -601,7 +514,9 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
                             f.func_types.push(t);
                             f.imported_funcs += 1;
                             f.import_names.push(format!("{}.{}", imp.module, imp.name));
-                            if imp.module == "heddle" && imp.name == "thread_exit" {
+                            if imp.module == super::SdkImport::MODULE
+                                && imp.name == super::SdkImport::ThreadExit.name()
+                            {
                                 f.imports_thread_exit = true;
                             }
                             if imp.module == RtImport::MODULE {
@@ -925,8 +840,8 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     let mut done_exports = false;
 
     let rt_types = |types: &mut TypeSection| {
-        for imp in RtImport::ALL {
-            let (p, r) = imp.signature();
+        for &imp in RtImport::ALL {
+            let (p, r) = signature(imp);
             types.ty().function(p, r);
         }
     };

@@ -9,7 +9,7 @@
 
 use super::state::{Outcome, RawFrame, RunCell, RunEnd, RunState};
 use super::ThreadCtx;
-use crate::instrument::{RtImport, SiteId};
+use crate::instrument::{RtImport, SdkImport, SiteId};
 use crate::model::{Block, EventKind, Pending, Tid, NO_SITE};
 use std::future::Future;
 use std::pin::Pin;
@@ -729,10 +729,10 @@ fn current_site(st: &RunState, tid: Tid) -> SiteId {
 }
 
 fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
-    let m = "heddle";
+    let m = SdkImport::MODULE;
     linker.func_wrap(
         m,
-        "assert",
+        SdkImport::Assert.name(),
         |caller: Caller<'_, ThreadCtx>, cond: i32, msg: u32| -> HostResult<()> {
             if cond != 0 {
                 return Ok(());
@@ -743,30 +743,34 @@ fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
-        "fail",
+        SdkImport::Fail.name(),
         |caller: Caller<'_, ThreadCtx>, msg: u32| -> HostResult<()> {
             let message = read_cstr(&caller.data().run.get(), msg);
             Err(assertion(&caller, message))
         },
     )?;
-    linker.func_wrap_async(m, "yield", |mut caller: Caller<'_, ThreadCtx>, (): ()| {
-        Box::new(async move {
-            let site = current_site(&caller.data().run.get(), caller.data().tid);
-            yield_async(
-                &mut caller,
-                Pending {
-                    site,
-                    kind: EventKind::Yield,
-                    addr: 0,
-                    len: 0,
-                },
-            )
-            .await
-        })
-    })?;
     linker.func_wrap_async(
         m,
-        "event",
+        SdkImport::Yield.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (): ()| {
+            Box::new(async move {
+                let site = current_site(&caller.data().run.get(), caller.data().tid);
+                yield_async(
+                    &mut caller,
+                    Pending {
+                        site,
+                        kind: EventKind::Yield,
+                        addr: 0,
+                        len: 0,
+                    },
+                )
+                .await
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        m,
+        SdkImport::Event.name(),
         |mut caller: Caller<'_, ThreadCtx>, (name,): (u32,)| {
             Box::new(async move {
                 let run = caller.data().run.clone();
@@ -793,7 +797,7 @@ fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
-        "thread_name",
+        SdkImport::ThreadName.name(),
         |caller: Caller<'_, ThreadCtx>, name: u32| -> HostResult<()> {
             let tid = caller.data().tid;
             let mut st = caller.data().run.get();
@@ -804,7 +808,7 @@ fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
-        "choose",
+        SdkImport::Choose.name(),
         |caller: Caller<'_, ThreadCtx>, n: u32| -> HostResult<u32> {
             let tid = caller.data().tid;
             let mut st = caller.data().run.get();
@@ -814,7 +818,7 @@ fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
-        "thread_exit",
+        SdkImport::ThreadExit.name(),
         |_caller: Caller<'_, ThreadCtx>, value: i32| -> HostResult<()> {
             Err(wasmtime::Error::new(ThreadExit(value)))
         },

@@ -777,14 +777,13 @@ impl Program {
 
 /// Whether heddle provides the import `module.name`.
 fn provided(module: &str, name: &str) -> bool {
+    use crate::instrument::{RtImport, SdkImport};
     match module {
-        "wasi_snapshot_preview1" | "heddle_rt" => true,
+        "wasi_snapshot_preview1" => true,
         "wasi" => name == "thread-spawn",
         "env" => name == "memory",
-        "heddle" => matches!(
-            name,
-            "assert" | "fail" | "yield" | "event" | "thread_name" | "choose" | "thread_exit"
-        ),
+        m if m == RtImport::MODULE => RtImport::ALL.iter().any(|i| i.name() == name),
+        m if m == SdkImport::MODULE => SdkImport::ALL.iter().any(|i| i.name() == name),
         _ => false,
     }
 }
@@ -1140,4 +1139,71 @@ fn trap_name(t: &wasmtime::Trap) -> String {
         _ => return format!("{t:?}").to_lowercase(),
     }
     .to_string()
+}
+
+/// The host-call interface is declared once (`instrument::interface`);
+/// these tests check that both sets of definitions follow it.
+#[cfg(test)]
+mod interface_tests {
+    use super::*;
+    use crate::instrument::{HostType, RtImport, SdkImport};
+    use wasm_encoder::{EntityType, ImportSection, TypeSection, ValType};
+
+    /// A module that imports every declared function with its declared type.
+    fn importer() -> Vec<u8> {
+        let val = |t: &HostType| match t {
+            HostType::I32 => ValType::I32,
+            HostType::I64 => ValType::I64,
+        };
+        let calls: Vec<(&str, &str, &[HostType], &[HostType])> = RtImport::ALL
+            .iter()
+            .map(|i| (RtImport::MODULE, i.name(), i.params(), i.results()))
+            .chain(
+                SdkImport::ALL
+                    .iter()
+                    .map(|i| (SdkImport::MODULE, i.name(), i.params(), i.results())),
+            )
+            .collect();
+        let mut types = TypeSection::new();
+        let mut imports = ImportSection::new();
+        for (n, (module, name, p, r)) in calls.iter().enumerate() {
+            types.ty().function(p.iter().map(val), r.iter().map(val));
+            imports.import(module, name, EntityType::Function(n as u32));
+        }
+        let mut m = wasm_encoder::Module::new();
+        m.section(&types).section(&imports);
+        m.finish()
+    }
+
+    /// heddle's definitions (`hooks`) and the plain ones (`plain`) define
+    /// every declared function with the declared type: instantiating a
+    /// module that imports them all type-checks each import.
+    #[test]
+    fn both_linkers_define_the_declared_interface() {
+        let bytes = importer();
+        let e = engine().unwrap();
+        let module = Module::new(&e, &bytes).unwrap();
+        let mut linker: Linker<ThreadCtx> = Linker::new(&e);
+        hooks::add_to_linker(&mut linker).unwrap();
+        linker
+            .instantiate_pre(&module)
+            .expect("heddle's host functions match their declarations");
+
+        let pe = plain::engine().unwrap();
+        let module = Module::new(&pe, &bytes).unwrap();
+        let mut linker: Linker<()> = Linker::new(&pe);
+        let memory: plain::MemoryFn<()> = |_| None;
+        plain::add_noop_hooks(&mut linker, Arc::from(Vec::new()), memory).unwrap();
+        plain::add_sdk(&mut linker, memory).unwrap();
+        linker
+            .instantiate_pre(&module)
+            .expect("the plain host functions match their declarations");
+        for i in RtImport::ALL {
+            assert!(provided(RtImport::MODULE, i.name()));
+        }
+        for i in SdkImport::ALL {
+            assert!(provided(SdkImport::MODULE, i.name()));
+        }
+        assert!(!provided(SdkImport::MODULE, "nope"));
+    }
 }

@@ -28,7 +28,7 @@
 //! Tests: instrument.
 
 use crate::instrument::rewrite::{EXPORT_SKIP, EXPORT_SP, EXPORT_TABLE};
-use crate::instrument::{RtImport, SiteTable};
+use crate::instrument::{RtImport, SdkImport, SiteTable};
 use anyhow::{anyhow, bail, Result};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -866,10 +866,10 @@ fn read_cstr<T>(caller: &mut Caller<'_, T>, memory: MemoryFn<T>, addr: u32) -> S
 /// nothing; `choose(n)` always answers 0; `thread_exit(v)` unwinds with
 /// [`ThreadExit`].
 pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Result<()> {
-    let m = "heddle";
+    let m = SdkImport::MODULE;
     linker.func_wrap(
         m,
-        "assert",
+        SdkImport::Assert.name(),
         move |mut caller: Caller<'_, T>, cond: i32, msg: u32| -> wasmtime::Result<()> {
             if cond != 0 {
                 return Ok(());
@@ -880,18 +880,20 @@ pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Resul
     )?;
     linker.func_wrap(
         m,
-        "fail",
+        SdkImport::Fail.name(),
         move |mut caller: Caller<'_, T>, msg: u32| -> wasmtime::Result<()> {
             let text = read_cstr(&mut caller, memory, msg);
             Err(wasmtime::Error::new(AssertionFailed(text)))
         },
     )?;
-    linker.func_wrap(m, "yield", std::thread::yield_now)?;
-    linker.func_wrap(m, "event", |_name: u32| {})?;
-    linker.func_wrap(m, "thread_name", |_name: u32| {})?;
-    linker.func_wrap(m, "choose", |_n: u32| 0u32)?;
-    linker.func_wrap(m, "thread_exit", |value: i32| -> wasmtime::Result<()> {
-        Err(wasmtime::Error::new(ThreadExit(value)))
-    })?;
+    linker.func_wrap(m, SdkImport::Yield.name(), std::thread::yield_now)?;
+    linker.func_wrap(m, SdkImport::Event.name(), |_name: u32| {})?;
+    linker.func_wrap(m, SdkImport::ThreadName.name(), |_name: u32| {})?;
+    linker.func_wrap(m, SdkImport::Choose.name(), |_n: u32| 0u32)?;
+    linker.func_wrap(
+        m,
+        SdkImport::ThreadExit.name(),
+        |value: i32| -> wasmtime::Result<()> { Err(wasmtime::Error::new(ThreadExit(value))) },
+    )?;
     Ok(())
 }
