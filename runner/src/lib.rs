@@ -22,6 +22,7 @@ pub mod modinfo;
 pub mod observe;
 pub mod paths;
 pub mod plan;
+pub mod plan_run;
 pub mod report;
 pub mod reproduce;
 pub mod runtime;

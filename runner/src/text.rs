@@ -1,5 +1,18 @@
 //! Small text helpers shared by error messages and reports.
 
+/// An error chain as one line, each cause once (multi-line tool output
+/// such as clang's diagnostics is kept below it).
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ")
+}
+
 /// Levenshtein edit distance.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();

@@ -494,3 +494,46 @@ fn observe_agrees_with_the_race_detector_on_the_sync_zoo() {
         );
     }
 }
+
+/// The plan driver is a library call that returns values: `heddle plan`,
+/// `heddle test` and library users read the same report.
+#[test]
+fn plan_sessions_return_a_report_value() {
+    use heddle::plan_run::{self, Ending, Expect, Session};
+    let dir = tempdir();
+    let t = heddle::target::load(&repo().join("targets/race_bank.c"), &[]).unwrap();
+    let program =
+        heddle::runtime::Program::new(&t.bytes, &heddle::instrument::Config::default()).unwrap();
+    let plan_path = repo().join("plans/race_bank.toml");
+    let file = heddle::plan::load_file(&plan_path).unwrap();
+    let session = Session {
+        plan_path: &plan_path,
+        file: &file,
+        target: &t,
+        program: &program,
+        base: heddle::runtime::RunConfig {
+            args: file.args.clone().unwrap_or_default(),
+            ..Default::default()
+        },
+        seed_start: 0,
+        runs: 3,
+        out: dir.path().to_path_buf(),
+    };
+    let mut seen = Vec::new();
+    let report = plan_run::run(&session, &mut |_, r| seen.push(r.seed)).unwrap();
+    assert_eq!(seen, vec![0, 1, 2]);
+    assert_eq!(report.count(Ending::Triggered), 3);
+    let first = report.triggered().unwrap();
+    assert!(first.replay.as_ref().unwrap().is_file());
+    assert!(report.expectation(Some(Expect::Triggered)).met);
+    let normal = report.expectation(Some(Expect::Normal));
+    assert!(!normal.met);
+    assert_eq!(
+        normal.why.as_deref(),
+        Some("expectation failed: not every run ended normally")
+    );
+    assert_eq!(
+        report.summary_lines()[0],
+        "3 runs: 3 triggered, 0 normal, 0 timeout, 0 other"
+    );
+}

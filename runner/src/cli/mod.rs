@@ -325,7 +325,7 @@ fn parse_and_dispatch() -> i32 {
     match dispatch(cli.cmd) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}: {}", error_prefix(), one_line(&e));
+            eprintln!("{}: {}", error_prefix(), crate::text::one_line(&e));
             if e.downcast_ref::<crate::reproduce::NotReproduced>()
                 .is_some()
             {
@@ -344,19 +344,6 @@ fn error_prefix() -> &'static str {
     } else {
         "heddle: error"
     }
-}
-
-/// An error chain as one line (multi-line tool output such as clang's
-/// diagnostics is kept below it).
-fn one_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
-        let s = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
-        }
-    }
-    parts.join(": ")
 }
 
 fn dispatch(cmd: Cmd) -> Result<i32> {

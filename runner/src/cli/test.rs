@@ -12,6 +12,7 @@ use super::fuzz::{calibrated_portfolio, load_replay};
 use crate::campaign::{exec, SeedPlan, Shard};
 use crate::instrument::Config as InstrumentConfig;
 use crate::manifest::{Entry, Manifest};
+use crate::plan_run;
 use crate::reproduce;
 use crate::runtime::{Program, RunConfig};
 use crate::target;
@@ -383,11 +384,11 @@ fn plan_check_name(plan: &str, fixed: bool) -> String {
     format!("plan:{plan}{}", if fixed { " (fixed)" } else { "" })
 }
 
-/// A plan named by the project, run by `heddle plan` in a child process
-/// (its report goes to a log file): on the buggy build it must trigger the
-/// bug (`--expect triggered`), on the fixed build no run may trigger it
-/// (the fix may make the plan's order impossible, so following it is not
-/// required there).
+/// A plan named by the project, run in process: on the buggy build it
+/// must trigger the bug (`--expect triggered`), on the fixed build no run
+/// may trigger it (the fix may make the plan's order impossible, so
+/// following it is not required there). The plan's report is kept as
+/// `plan.log` in the check's directory.
 fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> Result<Check> {
     let started = Instant::now();
     let expect = if fixed { "no failure" } else { "triggered" };
@@ -401,65 +402,95 @@ fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> R
         if fixed { "fixed" } else { "buggy" }
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    let exe = std::env::current_exe().context("cannot find the heddle executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("plan")
-        .arg(m.dir.join(plan))
-        .arg(m.source(e))
-        .args(["--runs", &PLAN_RUNS.to_string(), "--out"])
-        .arg(&dir);
-    if !fixed {
-        cmd.args(["--expect", "triggered"]);
-    }
-    for f in &e.cflags {
-        cmd.arg(format!("--cflag={f}"));
-    }
-    if fixed {
-        cmd.arg("--fixed");
-    }
-    if !e.args.is_empty() {
-        cmd.arg("--").args(&e.args);
-    }
-    let o = cmd.output().context("cannot run heddle plan")?;
     let log = dir.join("plan.log");
-    let mut text = o.stdout.clone();
-    text.extend_from_slice(&o.stderr);
-    crate::paths::write_atomic(&log, &text)?;
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let code = o.status.code().unwrap_or(-1);
-    let detail = match code {
-        0 | 1 => stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("expectation ") || l.contains(" runs: "))
-            .unwrap_or("no summary line")
-            .to_string(),
-        _ => format!(
-            "cannot run the plan: {}",
-            stderr.lines().next().unwrap_or("heddle plan failed")
-        ),
+    let plan_path = m.dir.join(plan);
+    let source = m.source(e);
+    let outcome = (|| -> Result<(plan_run::PlanReport, String)> {
+        let file = crate::plan::load_file(&plan_path)?;
+        let mut cflags = e.cflags.clone();
+        if fixed {
+            cflags.push("-DFIXED".into());
+        }
+        let t = target::load(&source, &cflags)?;
+        let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
+        let args = if e.args.is_empty() {
+            file.args.clone().unwrap_or_default()
+        } else {
+            e.args.clone()
+        };
+        let session = plan_run::Session {
+            plan_path: &plan_path,
+            file: &file,
+            target: &t,
+            program: &program,
+            base: RunConfig {
+                args,
+                ..RunConfig::default()
+            },
+            seed_start: 0,
+            runs: PLAN_RUNS,
+            out: dir.clone(),
+        };
+        let mut text = String::new();
+        let report = plan_run::run(&session, &mut |plan, run| {
+            if text.is_empty() {
+                for l in plan_run::header_lines(&plan_path, &source, plan) {
+                    text.push_str(&l);
+                    text.push('\n');
+                }
+            }
+            text.push_str(&plan_run::run_line(plan, run));
+            text.push('\n');
+        })?;
+        for l in report.summary_lines() {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        Ok((report, text))
+    })();
+    let (got, status, detail, replay, text) = match outcome {
+        Ok((report, mut text)) => {
+            let expectation = (!fixed).then_some(plan_run::Expect::Triggered);
+            let verdict = report.expectation(expectation);
+            let summary = verdict
+                .line
+                .clone()
+                .or_else(|| report.summary_lines().into_iter().next())
+                .unwrap_or_default();
+            if let Some(l) = &verdict.line {
+                text.push_str(l);
+                text.push('\n');
+            }
+            let got = if verdict.met {
+                expect.to_string()
+            } else {
+                format!("not {expect}")
+            };
+            let replay = report
+                .triggered()
+                .and_then(|r| r.replay.as_ref())
+                .map(|p| p.display().to_string());
+            (got, Status::of(verdict.met), summary, replay, text)
+        }
+        Err(err) => {
+            let msg = format!("cannot run the plan: {}", crate::text::one_line(&err));
+            (
+                "error".to_string(),
+                Status::Unexpected,
+                msg.clone(),
+                None,
+                msg,
+            )
+        }
     };
-    let replay = stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
-        .map(str::to_string);
+    crate::paths::write_atomic(&log, text.as_bytes())?;
     Ok(Check {
         target: e.name.clone(),
         check: plan_check_name(plan, fixed),
         expected: expect.into(),
-        got: match code {
-            0 => expect.into(),
-            1 => format!("not {expect}"),
-            _ => "error".into(),
-        },
-        ok: code == 0,
-        status: match code {
-            0 => Status::Ok,
-            1 => Status::Unexpected,
-            super::EXIT_INTERNAL => Status::Error,
-            _ => Status::Unexpected,
-        },
+        got,
+        ok: status == Status::Ok,
+        status,
         runs: PLAN_RUNS,
         seed: None,
         detail: format!("{detail} (log: {})", log.display()),
