@@ -7,7 +7,7 @@ use crate::explore::{self, Bound, Expect, Options, Reduction, Report};
 use crate::runtime::{Program, RaceMode};
 use anyhow::{bail, Result};
 use clap::Args;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -104,7 +104,8 @@ fn reduction_of(a: &ExploreArgs, bound: Bound) -> Result<Reduction> {
 /// Runs `heddle explore`.
 pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
-    let guard = crate::report::json::TextToStderr::start(json);
+    let mut text = super::text_out(json);
+    let out = &mut *text;
     if a.run.strategy != "random" {
         bail!("explore makes its own decisions: --strategy does not apply");
     }
@@ -138,12 +139,13 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     crate::interrupt::install();
     // Said once Ctrl-C is handled: from here on it stops the search with
     // partial results instead of killing the process.
-    println!(
+    writeln!(
+        out,
         "exploring {}: bound {}, reduction {} (Ctrl-C prints partial results)",
         t.given.display(),
         a.bound,
         reduction
-    );
+    )?;
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let tty = std::io::stderr().is_terminal() && !super::global().quiet;
     let started = Instant::now();
@@ -160,13 +162,19 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     if tty {
         eprint!("\r{:60}\r", "");
     }
-    print_report(&program, &opts, &report, started.elapsed().as_secs_f64());
+    print_report(
+        out,
+        &program,
+        &opts,
+        &report,
+        started.elapsed().as_secs_f64(),
+    )?;
     let secs = started.elapsed().as_secs_f64();
     let Some(f) = &report.first_failure else {
         if json {
-            crate::report::json::emit(guard, &json_doc(&a, &report, None, secs));
+            crate::report::json::emit(&json_doc(&a, &report, None, secs));
         }
-        super::show::report_failures(&[], a.sarif.as_deref())?;
+        super::show::report_failures(out, &[], a.sarif.as_deref())?;
         // Stopped by a signal with nothing found: not a verdict of "no bug".
         return Ok(crate::interrupt::requested().map_or(EXIT_OK, crate::interrupt::exit_code));
     };
@@ -195,9 +203,13 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         f.schedule
     ));
     crate::reproduce::save(&path, &mut file, &t.bytes)?;
-    println!("first failing schedule (#{}): {}", f.schedule, f.reason);
+    writeln!(
+        out,
+        "first failing schedule (#{}): {}",
+        f.schedule, f.reason
+    )?;
     if !f.interleaving.is_empty() {
-        println!("  user interleaving:");
+        writeln!(out, "  user interleaving:")?;
         for (i, e) in f.interleaving.iter().enumerate() {
             let site = program.sites.site(e.site);
             let var = program
@@ -206,62 +218,74 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
                 .map(|s| s.name.clone())
                 .unwrap_or_else(|| format!("{:#x}", e.addr));
             let value = e.value.map(|v| format!(" = {v}")).unwrap_or_default();
-            println!(
+            writeln!(
+                out,
                 "  {:>4}. t{} {:<3} {var}{value:<8} {} {}",
                 i + 1,
                 e.tid,
                 e.kind.label(),
                 site.map(|s| s.where_()).unwrap_or_default(),
                 site.map(|s| s.func_name.as_str()).unwrap_or("")
-            );
+            )?;
         }
     }
-    println!("  replay: heddle replay {}", path.display());
+    writeln!(out, "  replay: heddle replay {}", path.display())?;
     if !detailed.verdict.is_pass() {
-        print_output(&detailed);
+        print_output(out, &detailed)?;
     }
     let failure = super::show::Failure {
         replay: path.clone(),
         seed: None,
         reason: detailed.verdict.is_pass().then(|| f.reason.clone()),
     };
-    super::show::report_failures(&[failure], a.sarif.as_deref())?;
+    super::show::report_failures(out, &[failure], a.sarif.as_deref())?;
     if json {
         let doc = json_doc(&a, &report, Some((&detailed, &path)), secs);
-        crate::report::json::emit(guard, &doc);
+        crate::report::json::emit(&doc);
     }
     Ok(EXIT_BUG)
 }
 
-fn print_report(program: &Program, opts: &Options, r: &Report, secs: f64) {
+fn print_report(
+    out: &mut dyn Write,
+    program: &Program,
+    opts: &Options,
+    r: &Report,
+    secs: f64,
+) -> std::io::Result<()> {
     let _ = program;
     let what = match (opts.reduction, opts.bound) {
         (Reduction::Dpor, _) => "reduction dpor".to_string(),
         (Reduction::None, Bound::Unbounded) => "no bound".to_string(),
         (Reduction::None, b) => format!("bound {b}"),
     };
-    println!(
+    writeln!(out,
         "{} schedules ({what}) in {secs:.2}s; {}{} user interleavings; longest schedule {} decisions",
         r.schedules,
         if r.user_capped { ">= " } else { "" },
         r.user_interleavings,
         r.max_decisions
-    );
+    )?;
     if r.pruned > 0 {
-        println!("{} alternatives beyond the bound not explored", r.pruned);
+        writeln!(
+            out,
+            "{} alternatives beyond the bound not explored",
+            r.pruned
+        )?;
     }
     if r.sleep_blocked > 0 {
-        println!("{} schedules were sleep-set blocked", r.sleep_blocked);
+        writeln!(out, "{} schedules were sleep-set blocked", r.sleep_blocked)?;
     }
-    println!("outcomes:");
+    writeln!(out, "outcomes:")?;
     for (k, s) in &r.outcomes {
-        println!(
+        writeln!(
+            out,
             "  {:>8} interleavings {:>8} schedules  {}{}",
             s.interleavings,
             s.schedules,
             k,
             if k.failing { "  FAILS" } else { "" }
-        );
+        )?;
     }
     let status = if r.interrupted {
         "interrupted: partial results".to_string()
@@ -290,5 +314,6 @@ fn print_report(program: &Program, opts: &Options, r: &Report, secs: f64) {
             opts.bound, r.failing
         )
     };
-    println!("{status}");
+    writeln!(out, "{status}")?;
+    Ok(())
 }

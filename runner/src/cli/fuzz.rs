@@ -11,6 +11,7 @@ use crate::runtime::{Program, RunConfig};
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::IsTerminal;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// `heddle fuzz`: a campaign over many seeds.
@@ -143,7 +144,8 @@ pub fn calibrated_portfolio(
 /// Runs `heddle fuzz`.
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
-    let guard = crate::report::json::TextToStderr::start(json);
+    let mut text = super::text_out(json);
+    let out = &mut *text;
     let plan = a.campaign.plan()?;
     let opts = a.campaign.options()?;
     // Strategy specs are checked before the target is built.
@@ -167,13 +169,14 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let o = c.run(&opts)?;
     let reports = write_reports(&c, &o, &opts.out)?;
     print_outcome(
+        out,
         &o,
         &opts.out,
         &reports,
         a.list_failures,
         a.campaign.stats || super::global().verbose > 0,
         !a.campaign.keep_going,
-    );
+    )?;
     let docs: Vec<FailureDoc> = o
         .failures
         .iter()
@@ -268,7 +271,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
             runs_per_second: o.session_runs as f64 / o.session_secs.max(1e-9),
             ..Statistics::default()
         };
-        crate::report::json::emit(guard, &doc);
+        crate::report::json::emit(&doc);
     }
     let replays: Vec<super::show::Failure> = o
         .failures
@@ -280,7 +283,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
             reason: None,
         })
         .collect();
-    super::show::report_failures(&replays, a.sarif.as_deref())?;
+    super::show::report_failures(out, &replays, a.sarif.as_deref())?;
     Ok(super::campaign_exit(failing, s_errors, o.interrupted))
 }
 
@@ -349,17 +352,19 @@ fn race_docs(c: &exec::Campaign, s: &Summary) -> Result<Vec<crate::report::json:
 
 /// Prints what a campaign session found.
 fn print_outcome(
+    out: &mut dyn Write,
     o: &exec::Outcome,
-    out: &Path,
+    dir: &Path,
     reports: &[Option<PathBuf>],
     list: bool,
     stats: bool,
     show_output: bool,
-) {
+) -> std::io::Result<()> {
     let s = &o.summary;
     let total = s.stats.runs;
     let resumed = o.journal.records.len() as u64 != o.session_runs;
-    println!(
+    writeln!(
+        out,
         "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}{}",
         o.session_runs,
         o.session_secs,
@@ -384,52 +389,69 @@ fn print_outcome(
             ),
             None => String::new(),
         }
-    );
-    print_findings(s, &o.journal, list, stats);
+    )?;
+    print_findings(out, s, &o.journal, list, stats)?;
     for ((f, detailed), html) in o.failures.iter().zip(reports) {
         let text = detailed
             .as_ref()
             .map(|r| r.verdict.summary())
             .unwrap_or_else(|| f.summary.clone());
-        println!("seed {}: {text}", f.first_seed);
+        writeln!(out, "seed {}: {text}", f.first_seed)?;
         if !f.replay.is_empty() {
-            println!("  replay: heddle replay {}", out.join(&f.replay).display());
+            writeln!(
+                out,
+                "  replay: heddle replay {}",
+                dir.join(&f.replay).display()
+            )?;
             match (html, detailed) {
-                (Some(h), _) => println!("  report: {}", h.display()),
-                (None, Some(r)) => println!(
+                (Some(h), _) => writeln!(out, "  report: {}", h.display()),
+                (None, Some(r)) => writeln!(
+                    out,
                     "  report: none (a run of {} steps is too long for the HTML report)",
                     r.steps
                 ),
-                (None, None) => {}
-            }
+                (None, None) => Ok(()),
+            }?;
         }
         if show_output {
             if let Some(r) = detailed {
-                print_output(r);
+                print_output(out, r)?;
             }
         }
     }
     if stats {
-        print_timing(&o.timing);
+        print_timing(out, &o.timing)?;
     }
-    println!("summary: {}", out.join(summary::FILE).display());
+    writeln!(out, "summary: {}", dir.join(summary::FILE).display())?;
+    Ok(())
 }
 
 /// Prints races, the failing seeds (with `list`) and statistics (with `stats`).
-fn print_findings(s: &Summary, j: &Journal, list: bool, stats: bool) {
+fn print_findings(
+    out: &mut dyn Write,
+    s: &Summary,
+    j: &Journal,
+    list: bool,
+    stats: bool,
+) -> std::io::Result<()> {
     if !s.race.is_empty() {
-        println!("{} distinct data race(s):", s.race.len());
+        writeln!(out, "{} distinct data race(s):", s.race.len())?;
         for r in &s.race {
-            println!("  seed {}: {}", r.first_seed, r.summary);
+            writeln!(out, "  seed {}: {}", r.first_seed, r.summary)?;
         }
     }
     if !s.error.is_empty() {
-        println!(
+        writeln!(
+            out,
             "{} run(s) failed inside heddle (an internal error, not a verdict on the target):",
             s.stats.error_runs
-        );
+        )?;
         for e in &s.error {
-            println!("  seed {} ({} runs): {}", e.first_seed, e.runs, e.message);
+            writeln!(
+                out,
+                "  seed {} ({} runs): {}",
+                e.first_seed, e.runs, e.message
+            )?;
         }
     }
     if list {
@@ -437,39 +459,44 @@ fn print_findings(s: &Summary, j: &Journal, list: bool, stats: bool) {
             .iter()
             .filter(|r| r.failed())
         {
-            println!("failing seed {}: {}", r.seed, r.signature);
+            writeln!(out, "failing seed {}: {}", r.seed, r.signature)?;
         }
     }
     if stats {
-        print_stats(s);
+        print_stats(out, s)?;
     }
+    Ok(())
 }
 
 /// Prints the deterministic statistics of a summary.
-pub fn print_stats(s: &Summary) {
+pub fn print_stats(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     let st = &s.stats;
-    println!("statistics:");
-    println!(
+    writeln!(out, "statistics:")?;
+    writeln!(
+        out,
         "  runs {}  failing {}  distinct failures {}",
         st.runs, st.failing_runs, st.distinct_failures
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  decisions/run {}  preemptions/run {}  steps/run {}",
         st.decisions_per_run, st.preemptions_per_run, st.steps_per_run
-    );
-    println!("  distinct schedules {}", st.distinct_schedules);
-    println!(
+    )?;
+    writeln!(out, "  distinct schedules {}", st.distinct_schedules)?;
+    writeln!(
+        out,
         "  sites hit {}/{} ({}/{} in user code)",
         st.sites_hit, st.sites, st.user_sites_hit, st.user_sites
-    );
+    )?;
     if !st.never_hit.is_empty() {
-        println!("  user-code sites never hit:");
+        writeln!(out, "  user-code sites never hit:")?;
         for n in &st.never_hit {
-            println!("    {n}");
+            writeln!(out, "    {n}")?;
         }
     }
     for m in &s.strategy {
-        println!(
+        writeln!(
+            out,
             "  strategy {}: {} runs, {} failing, {} distinct schedules, found {}",
             m.spec,
             m.runs,
@@ -480,7 +507,7 @@ pub fn print_stats(s: &Summary) {
             } else {
                 m.found.join(", ")
             }
-        );
+        )?;
     }
     for f in &s.failure {
         let by: Vec<String> = f
@@ -488,7 +515,8 @@ pub fn print_stats(s: &Summary) {
             .iter()
             .map(|(k, v)| format!("{k}: {v}"))
             .collect();
-        println!(
+        writeln!(
+            out,
             "  failure {}: {} runs, first seed {} ({}) after {} runs; by strategy {}",
             f.signature,
             f.runs,
@@ -496,22 +524,25 @@ pub fn print_stats(s: &Summary) {
             f.first_strategy,
             f.runs_to_first,
             by.join(", ")
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Prints the timing part of a summary.
-pub fn print_timing(t: &Timing) {
-    println!(
+pub fn print_timing(out: &mut dyn Write, t: &Timing) -> std::io::Result<()> {
+    writeln!(
+        out,
         "  elapsed {:.2}s, {} runs/s, shards {}{}",
         t.elapsed_s,
         t.runs_per_s,
         t.shards.join(","),
         if t.complete { "" } else { " (incomplete)" }
-    );
+    )?;
     for f in &t.first_failure {
-        println!("  time to first {}: {:.3}s", f.signature, f.seconds);
+        writeln!(out, "  time to first {}: {:.3}s", f.signature, f.seconds)?;
     }
+    Ok(())
 }
 
 /// `heddle merge`.
@@ -533,9 +564,12 @@ pub struct MergeArgs {
 
 /// Runs `heddle merge`.
 pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
+    let mut stdout = std::io::stdout();
+    let out: &mut dyn Write = &mut stdout;
     let m = campaign::merge::merge(&a.dirs, &a.out)?;
     let s = &m.summary;
-    println!(
+    writeln!(
+        out,
         "merged {} director{} (shards {}{}): {} runs, strategy {}: {} failing",
         a.dirs.len(),
         if a.dirs.len() == 1 { "y" } else { "ies" },
@@ -548,26 +582,31 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         s.stats.runs,
         s.campaign.strategies.join(","),
         s.stats.failing_runs
-    );
+    )?;
     let stats = a.stats || super::global().verbose > 0;
-    print_findings(s, &m.journal, a.list_failures, stats);
+    print_findings(out, s, &m.journal, a.list_failures, stats)?;
     for f in &s.failure {
-        println!("seed {}: {}", f.first_seed, f.summary);
+        writeln!(out, "seed {}: {}", f.first_seed, f.summary)?;
         if !f.replay.is_empty() {
             if m.missing_replays.contains(&f.replay) {
-                println!("  replay file {} is in none of the directories", f.replay);
+                writeln!(
+                    out,
+                    "  replay file {} is in none of the directories",
+                    f.replay
+                )?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "  replay: heddle replay {}",
                     a.out.join(&f.replay).display()
-                );
+                )?;
             }
         }
     }
     if stats {
-        print_timing(&m.timing);
+        print_timing(out, &m.timing)?;
     }
-    println!("summary: {}", a.out.join(summary::FILE).display());
+    writeln!(out, "summary: {}", a.out.join(summary::FILE).display())?;
     Ok(super::campaign_exit(
         s.stats.failing_runs,
         s.stats.error_runs,
@@ -623,21 +662,23 @@ pub fn load_replay(path: &Path, opts: &reproduce::Options) -> Result<reproduce::
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
-    let guard = crate::report::json::TextToStderr::start(json);
+    let mut text = super::text_out(json);
+    let out = &mut *text;
     let rp = load_replay(&a.file, &a.inputs.options())?;
     let r = rp.program.run(&rp.config)?;
     if r.divergence.is_none() {
-        println!("verdict: {}", r.verdict.summary());
+        writeln!(out, "verdict: {}", r.verdict.summary())?;
         if a.show_output || !r.verdict.is_pass() {
-            print_output(&r);
+            print_output(out, &r)?;
         }
     }
     reproduce::check(&rp, &r)?;
-    println!(
+    writeln!(
+        out,
         "replay reproduced the recorded run ({} decisions, same verdict and output; module: {})",
         r.decisions.len(),
         rp.origin
-    );
+    )?;
     if json {
         let seed = rp.file.run.seed;
         let mut doc =
@@ -645,7 +686,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
         // The strategy as recorded (the run itself replays with `replay`).
         doc.strategy = rp.file.run.strategy.clone();
         doc.replay = Some(a.file.display().to_string());
-        crate::report::json::emit(guard, &doc);
+        crate::report::json::emit(&doc);
     }
     Ok(if r.verdict.is_pass() {
         EXIT_OK

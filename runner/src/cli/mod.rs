@@ -46,6 +46,16 @@ pub const EXIT_NOT_REPRODUCED: i32 = 3;
 /// no bug was found; never reported as a bug in the target.
 pub const EXIT_INTERNAL: i32 = 4;
 
+/// Where a command's text goes: stdout, or stderr when stdout carries a
+/// JSON document (`--format json`), so that stdout holds the document alone.
+pub(crate) fn text_out(json: bool) -> Box<dyn std::io::Write> {
+    if json {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    }
+}
+
 /// The exit code of a campaign: a bug found wins; then a stop by a signal
 /// (128 + the signal: the campaign did not finish, so "no bug" would be
 /// wrong); then runs that failed inside heddle; else no bug.

@@ -97,7 +97,8 @@ impl From<Expect> for plan_run::Expect {
 pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     let started = std::time::Instant::now();
     let json = a.format == crate::report::json::Format::Json;
-    let guard = crate::report::json::TextToStderr::start(json);
+    let mut text = super::text_out(json);
+    let out = &mut *text;
     let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
     let file = plan::load_file(&plan_path)?;
     if a.run.strategy != "random" {
@@ -129,39 +130,49 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         runs: a.runs,
         out: a.out.clone(),
     };
+    // A broken pipe ends the process (SIGPIPE); other write errors of the
+    // streamed lines are reported once the session returns.
     let mut header = false;
+    let mut written = Ok(());
     let report = plan_run::run(&session, &mut |plan, run| {
+        let mut lines = Vec::new();
         if !header {
             header = true;
-            for l in plan_run::header_lines(&plan_path, &target_path, plan) {
-                println!("{l}");
+            lines = plan_run::header_lines(&plan_path, &target_path, plan);
+        }
+        lines.push(plan_run::run_line(plan, run));
+        for l in lines {
+            if written.is_ok() {
+                written = writeln!(out, "{l}");
             }
         }
-        println!("{}", plan_run::run_line(plan, run));
     })?;
+    written?;
     for l in report.summary_lines() {
-        println!("{l}");
+        writeln!(out, "{l}")?;
     }
     let triggered = report.triggered();
     if let Some(r) = triggered {
         let path = r.replay.clone().unwrap_or_default();
-        println!(
+        writeln!(
+            out,
             "first triggering run: seed {}: {}",
             r.seed,
             r.result.verdict.summary()
-        );
-        println!("  replay: heddle replay {}", path.display());
-        print_output(&r.result);
+        )?;
+        writeln!(out, "  replay: heddle replay {}", path.display())?;
+        print_output(out, &r.result)?;
     }
-    println!(
+    writeln!(
+        out,
         "engaged (κS = {}, κΦ = ∅) in {} of {} runs",
         report.plan.events.len(),
         report.engaged(),
         report.runs.len()
-    );
+    )?;
     let verdict = report.expectation(a.expect.map(Into::into));
     if let Some(l) = &verdict.line {
-        println!("{l}");
+        writeln!(out, "{l}")?;
     }
     let code = if verdict.met { EXIT_OK } else { EXIT_BUG };
     let secs = started.elapsed().as_secs_f64();
@@ -228,7 +239,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
             runs_per_second: runs.len() as f64 / secs.max(1e-9),
             ..Statistics::default()
         };
-        crate::report::json::emit(guard, &doc);
+        crate::report::json::emit(&doc);
     }
     Ok(code)
 }

@@ -5,6 +5,7 @@ use crate::runtime::{Grant, Program, RunConfig, RunResult};
 use crate::target::{self, Target};
 use anyhow::{bail, Result};
 use clap::Args;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// What to run: the target and how it is built and instrumented.
@@ -128,7 +129,12 @@ pub struct RunArgs {
 
 /// Prints the data races of a run, with both stacks (the run is repeated
 /// with event stacks recorded when it did not record them).
-pub fn print_races(program: &Program, cfg: &RunConfig, r: &RunResult) -> Result<()> {
+pub fn print_races(
+    out: &mut dyn Write,
+    program: &Program,
+    cfg: &RunConfig,
+    r: &RunResult,
+) -> Result<()> {
     if r.races.is_empty() {
         return Ok(());
     }
@@ -143,33 +149,38 @@ pub fn print_races(program: &Program, cfg: &RunConfig, r: &RunResult) -> Result<
         &r.races
     };
     for race in races {
-        println!("{}", race.summary());
+        writeln!(out, "{}", race.summary())?;
         for (label, side) in [("first", &race.first), ("second", &race.second)] {
             for f in side.stack.iter().take(6) {
                 let loc = f.loc.as_ref().map(|l| l.short()).unwrap_or_default();
-                println!(
+                writeln!(
+                    out,
                     "    {label:<6} {} {loc}",
                     f.function.as_deref().unwrap_or("?")
-                );
+                )?;
             }
         }
     }
     Ok(())
 }
 
-pub fn print_output(r: &RunResult) {
+/// Prints the program's captured stdout and stderr.
+pub fn print_output(out: &mut dyn Write, r: &RunResult) -> std::io::Result<()> {
     if !r.stdout.is_empty() {
-        println!(
+        writeln!(
+            out,
             "--- stdout ---\n{}",
             String::from_utf8_lossy(&r.stdout).trim_end()
-        );
+        )?;
     }
     if !r.stderr.is_empty() {
-        println!(
+        writeln!(
+            out,
             "--- stderr ---\n{}",
             String::from_utf8_lossy(&r.stderr).trim_end()
-        );
+        )?;
     }
+    Ok(())
 }
 
 pub fn run_cmd(a: RunArgs) -> Result<i32> {
@@ -180,7 +191,8 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     cfg.diagnostics = true;
     cfg.observe = a.observe.clone();
     let json = a.format == crate::report::json::Format::Json;
-    let guard = crate::report::json::TextToStderr::start(json);
+    let mut text = super::text_out(json);
+    let out = &mut *text;
     let r = program.run(&cfg)?;
     if a.trace {
         for e in &r.events {
@@ -190,17 +202,19 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
                 .unwrap_or_default();
             let value = e.value.map(|v| format!(" = {v}")).unwrap_or_default();
             let mark = if e.preempted { "*" } else { " " };
-            println!(
+            writeln!(
+                out,
                 "{:>6}{mark} t{} {:<7} {:#010x}{value:<12} {at}",
                 e.step,
                 e.tid,
                 e.kind.label(),
                 e.addr
-            );
+            )?;
         }
     }
-    println!("verdict: {}", r.verdict.summary());
-    println!(
+    writeln!(out, "verdict: {}", r.verdict.summary())?;
+    writeln!(
+        out,
         "seed {} strategy {}: {} steps, {} decisions, {} threads, {} preemptions",
         a.seed,
         r.strategy,
@@ -208,21 +222,21 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
         r.decisions.len(),
         r.threads,
         r.preemptions
-    );
-    print_races(&program, &cfg, &r)?;
+    )?;
+    print_races(out, &program, &cfg, &r)?;
     for o in &r.observed {
         match o.value {
-            Some(v) => println!("{} = {v}", o.name),
-            None => println!("{} = ? ({} bytes at {:#x})", o.name, o.size, o.addr),
-        }
+            Some(v) => writeln!(out, "{} = {v}", o.name),
+            None => writeln!(out, "{} = ? ({} bytes at {:#x})", o.name, o.size, o.addr),
+        }?;
     }
     if a.show_output || !r.verdict.is_pass() {
-        print_output(&r);
+        print_output(out, &r)?;
     }
     if json {
         let target = a.target.target.display().to_string();
         let doc = crate::report::json::Document::of_run("run", &target, a.seed, &r);
-        crate::report::json::emit(guard, &doc);
+        crate::report::json::emit(&doc);
     }
     Ok(if r.verdict.is_pass() {
         EXIT_OK

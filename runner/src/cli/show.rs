@@ -96,7 +96,11 @@ pub struct Failure {
 
 /// Writes `--sarif FILE` for `failures` and, in GitHub Actions, prints an
 /// `::error` annotation for each: both from the replayed run's timeline.
-pub fn report_failures(failures: &[Failure], sarif: Option<&Path>) -> Result<()> {
+pub fn report_failures(
+    out: &mut dyn std::io::Write,
+    failures: &[Failure],
+    sarif: Option<&Path>,
+) -> Result<()> {
     let gh = crate::report::sarif::in_github_actions();
     if sarif.is_none() && !gh {
         return Ok(());
@@ -130,7 +134,7 @@ pub fn report_failures(failures: &[Failure], sarif: Option<&Path>) -> Result<()>
     }
     if gh {
         for f in &findings {
-            println!("{}", crate::report::sarif::annotation(f));
+            writeln!(out, "{}", crate::report::sarif::annotation(f))?;
         }
     }
     Ok(())

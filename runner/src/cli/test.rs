@@ -249,7 +249,7 @@ pub fn test_cmd(a: TestArgs) -> Result<i32> {
         })
         .filter(|f| f.replay.is_file())
         .collect();
-    super::show::report_failures(&failures, a.sarif.as_deref())?;
+    super::show::report_failures(&mut std::io::stdout(), &failures, a.sarif.as_deref())?;
     Ok(super::campaign_exit(
         bad as u64,
         errors as u64,

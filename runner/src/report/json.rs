@@ -8,7 +8,6 @@
 
 use crate::verdict::{RaceReport, Verdict};
 use serde::Serialize;
-use std::io::Write as _;
 
 /// The version of the document format; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -215,47 +214,7 @@ impl Document {
     }
 }
 
-/// While it lives, whatever the process writes to stdout goes to stderr, so
-/// that in JSON mode stdout carries the document alone.
-pub struct TextToStderr {
-    saved: i32,
-}
-
-impl TextToStderr {
-    /// Redirects when `on`; None otherwise (or when the redirection fails).
-    pub fn start(on: bool) -> Option<TextToStderr> {
-        if !on {
-            return None;
-        }
-        let _ = std::io::stdout().flush();
-        // SAFETY: plain descriptor calls on fds 1 and 2, owned by the process.
-        unsafe {
-            let saved = libc::dup(1);
-            if saved < 0 {
-                return None;
-            }
-            if libc::dup2(2, 1) < 0 {
-                libc::close(saved);
-                return None;
-            }
-            Some(TextToStderr { saved })
-        }
-    }
-}
-
-impl Drop for TextToStderr {
-    fn drop(&mut self) {
-        let _ = std::io::stdout().flush();
-        // SAFETY: restores the descriptor saved by `start`.
-        unsafe {
-            libc::dup2(self.saved, 1);
-            libc::close(self.saved);
-        }
-    }
-}
-
-/// Prints `doc` on stdout (after the text redirection has ended).
-pub fn emit(guard: Option<TextToStderr>, doc: &Document) {
-    drop(guard);
+/// Prints `doc` on stdout (the command's text went to stderr).
+pub fn emit(doc: &Document) {
     println!("{}", doc.to_json());
 }
