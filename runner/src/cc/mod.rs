@@ -18,6 +18,7 @@
 
 pub mod bootstrap;
 pub mod compile;
+pub mod flags;
 pub mod sdk;
 
 use anyhow::{bail, Result};

@@ -36,13 +36,6 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[(
     include_str!("../../../guest-sdk/compat/compat.c"),
 )];
 
-/// Feature macros that make wasi-libc declare what the compat library emulates.
-pub const EMULATION_DEFINES: &[&str] = &[
-    "-D_WASI_EMULATED_PROCESS_CLOCKS",
-    "-D_WASI_EMULATED_SIGNAL",
-    "-D_WASI_EMULATED_GETPID",
-];
-
 fn sources_hash() -> String {
     let mut all = String::new();
     for (name, text) in HEADERS.iter().chain(COMPAT_SOURCES) {
@@ -84,9 +77,9 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
         fs::write(&src, text)?;
         let obj = src.with_extension("o");
         let mut cmd = Command::new(&tc.clang);
-        cmd.args(super::compile::target_flags(tc))
-            .args(super::compile::path_map_flags(tc, &tmp))
-            .args(EMULATION_DEFINES)
+        cmd.args(super::flags::target_flags(tc))
+            .args(super::flags::path_map_flags(tc, &tmp))
+            .args(super::flags::EMULATION_DEFINES)
             // No -g: the compatibility library is library code, which runs
             // atomically between its own atomics.
             .args(["-O2", "-c", "-Wall", "-Werror"])

@@ -436,40 +436,7 @@ pub struct Limits {
     pub races: RaceMode,
 }
 
-/// What to do about data races.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RaceMode {
-    /// Do not track happens-before.
-    Off,
-    /// Report races with the run's result (the verdict is unchanged).
-    #[default]
-    Report,
-    /// The first race ends the run with verdict `data-race`.
-    Fail,
-}
-
-impl std::str::FromStr for RaceMode {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<RaceMode> {
-        match s {
-            "off" => Ok(RaceMode::Off),
-            "report" => Ok(RaceMode::Report),
-            "fail" => Ok(RaceMode::Fail),
-            _ => anyhow::bail!("unknown race mode `{s}` (expected report, fail or off)"),
-        }
-    }
-}
-
-impl std::fmt::Display for RaceMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RaceMode::Off => "off",
-            RaceMode::Report => "report",
-            RaceMode::Fail => "fail",
-        })
-    }
-}
+pub use crate::model::RaceMode;
 
 const STAMP_SLOTS: usize = 4096;
 

@@ -109,7 +109,7 @@ pub struct RunSpec {
     pub expected_exit: i32,
     /// Data-race detection (`report`, `fail`, `off`).
     #[serde(default)]
-    pub races: crate::runtime::RaceMode,
+    pub races: crate::model::RaceMode,
     /// Directories granted to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<DirRecord>,
@@ -319,7 +319,7 @@ mod tests {
     /// Every field the writer can set comes back equal, whatever its text.
     #[test]
     fn round_trip_property() {
-        use crate::runtime::RaceMode;
+        use crate::model::RaceMode;
         use crate::sched::rng::Rng;
         let mut rng = Rng::new(20, 1);
         let texts = [
