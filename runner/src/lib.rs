@@ -23,6 +23,7 @@ pub mod observe;
 pub mod paths;
 pub mod plan;
 pub mod plan_run;
+pub mod pool;
 pub mod report;
 pub mod reproduce;
 pub mod runtime;

@@ -8,6 +8,7 @@
 use super::journal::{Header, Identity, Journal, Line, RaceRec, Record, SiteName, SiteSet, Writer};
 use super::summary::{self, FailureStats, Summary, Timing};
 use super::{Portfolio, SeedPlan};
+use crate::pool::Next;
 use crate::reproduce;
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::target::Target;
@@ -166,8 +167,6 @@ impl Campaign<'_> {
             .plan
             .runs
             .map(|r| (r / self.plan.shard.count as u64).max(1));
-        let next = AtomicU64::new(self.plan.seed_start);
-        let stop = AtomicBool::new(false);
         let timed_out = AtomicBool::new(false);
         let stopped_by = std::sync::atomic::AtomicI32::new(0);
         let session_runs = AtomicU64::new(0);
@@ -180,113 +179,101 @@ impl Campaign<'_> {
         let deadline = opts.time_budget.map(|d| started + d);
         let jobs = opts.jobs.max(1);
         let id = &header.identity;
-        std::thread::scope(|s| {
-            for _ in 0..jobs {
-                s.spawn(|| loop {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    if let Some(sig) = crate::interrupt::requested() {
-                        stopped_by.store(sig, Ordering::Relaxed);
-                        break;
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        timed_out.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= self.plan.end() {
-                        break;
-                    }
-                    if !self.keep_going && seed > first_fail.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    if !self.plan.shard.contains(seed) || done.contains(&seed) {
-                        continue;
-                    }
-                    let member = self.portfolio.member(seed);
-                    let cfg = RunConfig {
-                        seed,
-                        strategy: self.portfolio.members[member].clone(),
-                        ..self.base.clone()
-                    };
-                    let result = run_guarded(self.program, &cfg, inject.contains(&seed));
-                    if let Err(e) = &result {
-                        if e.downcast_ref::<crate::sched::StrategyFailed>().is_some() {
-                            // The strategy, not the program, failed: every
-                            // further run would too.
-                            let mut slot = error.lock().unwrap_or_else(|e| e.into_inner());
-                            if slot.is_none() {
-                                *slot = Some(anyhow::anyhow!("{e}"));
-                            }
-                            stop.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                    }
-                    let ms = offset_ms + started.elapsed().as_millis() as u64;
-                    let (record, set) = make_record(seed, member as u32, ms, &result);
-                    let failed = record.failed();
-                    let new_sig = failed
-                        && replays_written
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(record.signature.clone());
-                    // A run's site set is written before the first run that
-                    // names it: the check and the write happen under one lock.
-                    let appended = {
-                        let mut seen = seen_sets.lock().unwrap_or_else(|e| e.into_inner());
-                        let mut lines = Vec::with_capacity(2);
-                        if let Some(set) = set {
-                            if !seen.contains(&set.id) {
-                                lines.push(Line::Sites(set));
-                            }
-                        }
-                        lines.push(Line::Run(record.clone()));
-                        let r = writer.append(&lines);
-                        if r.is_ok() {
-                            for l in &lines {
-                                if let Line::Sites(set) = l {
-                                    seen.insert(set.id);
-                                }
-                            }
-                        }
-                        r
-                    };
-                    if let Err(e) = appended {
-                        *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                        stop.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    records
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(record.clone());
-                    let n = session_runs.fetch_add(1, Ordering::Relaxed) + 1;
-                    if failed {
-                        first_fail.fetch_min(seed, Ordering::Relaxed);
-                        nfail.fetch_add(1, Ordering::Relaxed);
-                        // The first replay file of a signature is written at
-                        // once, so a campaign killed later still has it.
-                        if new_sig {
-                            if let Ok(r) = &result {
-                                let _ = self.write_replay(&opts.out, id, &cfg, r);
-                            }
-                        }
-                    }
-                    if opts.progress != Progress::Off {
-                        self.progress(
-                            opts,
-                            &last_print,
-                            started,
-                            deadline,
-                            done.len() as u64 + n,
-                            planned,
-                            nfail.load(Ordering::Relaxed),
-                            n,
-                        );
-                    }
-                });
+        crate::pool::drain(jobs, self.plan.seed_start..self.plan.end(), |seed| {
+            if let Some(sig) = crate::interrupt::requested() {
+                stopped_by.store(sig, Ordering::Relaxed);
+                return Next::Stop;
             }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                timed_out.store(true, Ordering::Relaxed);
+                return Next::Stop;
+            }
+            if !self.keep_going && seed > first_fail.load(Ordering::Relaxed) {
+                return Next::Stop;
+            }
+            if !self.plan.shard.contains(seed) || done.contains(&seed) {
+                return Next::Go;
+            }
+            let member = self.portfolio.member(seed);
+            let cfg = RunConfig {
+                seed,
+                strategy: self.portfolio.members[member].clone(),
+                ..self.base.clone()
+            };
+            let result = run_guarded(self.program, &cfg, inject.contains(&seed));
+            if let Err(e) = &result {
+                if e.downcast_ref::<crate::sched::StrategyFailed>().is_some() {
+                    // The strategy, not the program, failed: every
+                    // further run would too.
+                    let mut slot = error.lock().unwrap_or_else(|e| e.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(anyhow::anyhow!("{e}"));
+                    }
+                    return Next::Stop;
+                }
+            }
+            let ms = offset_ms + started.elapsed().as_millis() as u64;
+            let (record, set) = make_record(seed, member as u32, ms, &result);
+            let failed = record.failed();
+            let new_sig = failed
+                && replays_written
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(record.signature.clone());
+            // A run's site set is written before the first run that
+            // names it: the check and the write happen under one lock.
+            let appended = {
+                let mut seen = seen_sets.lock().unwrap_or_else(|e| e.into_inner());
+                let mut lines = Vec::with_capacity(2);
+                if let Some(set) = set {
+                    if !seen.contains(&set.id) {
+                        lines.push(Line::Sites(set));
+                    }
+                }
+                lines.push(Line::Run(record.clone()));
+                let r = writer.append(&lines);
+                if r.is_ok() {
+                    for l in &lines {
+                        if let Line::Sites(set) = l {
+                            seen.insert(set.id);
+                        }
+                    }
+                }
+                r
+            };
+            if let Err(e) = appended {
+                *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                return Next::Stop;
+            }
+            records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(record.clone());
+            let n = session_runs.fetch_add(1, Ordering::Relaxed) + 1;
+            if failed {
+                first_fail.fetch_min(seed, Ordering::Relaxed);
+                nfail.fetch_add(1, Ordering::Relaxed);
+                // The first replay file of a signature is written at
+                // once, so a campaign killed later still has it.
+                if new_sig {
+                    if let Ok(r) = &result {
+                        let _ = self.write_replay(&opts.out, id, &cfg, r);
+                    }
+                }
+            }
+            if opts.progress != Progress::Off {
+                self.progress(
+                    opts,
+                    &last_print,
+                    started,
+                    deadline,
+                    done.len() as u64 + n,
+                    planned,
+                    nfail.load(Ordering::Relaxed),
+                    n,
+                );
+            }
+            Next::Go
         });
         if opts.progress == Progress::Tty {
             eprintln!();

@@ -26,8 +26,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Arguments of `heddle compare`.
 #[derive(Args, Debug)]
@@ -227,47 +225,6 @@ pub fn csv(rows: &[Row]) -> String {
     s
 }
 
-/// Runs `f` over `0..n` on `jobs` threads; results in index order. Stops
-/// early at the first error.
-fn par_map<R: Send>(
-    n: usize,
-    jobs: usize,
-    f: impl Fn(usize) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
-    let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, n.max(1)) {
-            s.spawn(|| loop {
-                if error.lock().map(|e| e.is_some()).unwrap_or(true) {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                match f(i) {
-                    Ok(r) => out.lock().unwrap_or_else(|e| e.into_inner()).push((i, r)),
-                    Err(e) => {
-                        let mut slot = error.lock().unwrap_or_else(|e| e.into_inner());
-                        if slot.is_none() {
-                            *slot = Some(e);
-                        }
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    let mut v = out.into_inner().unwrap_or_else(|e| e.into_inner());
-    v.sort_by_key(|(i, _)| *i);
-    Ok(v.into_iter().map(|(_, r)| r).collect())
-}
-
 /// The targets to compare on.
 fn select(m: &Manifest, only: Option<&str>) -> Result<Vec<Entry>> {
     match only {
@@ -326,7 +283,7 @@ pub fn compare(a: &CompareArgs) -> Result<Vec<Row>> {
     let cells: Vec<(usize, usize)> = (0..entries.len())
         .flat_map(|t| (0..strategies.len()).map(move |s| (t, s)))
         .collect();
-    let configs: Vec<RunConfig> = par_map(cells.len(), jobs, |i| {
+    let configs: Vec<RunConfig> = crate::pool::par_map(cells.len(), jobs, |i| {
         let (t, s) = cells[i];
         let base = RunConfig {
             args: entries[t].args.clone(),
@@ -339,7 +296,7 @@ pub fn compare(a: &CompareArgs) -> Result<Vec<Row>> {
     })?;
     // Every trial of every cell is one job.
     let trials = a.trials as usize;
-    let results: Vec<Trial> = par_map(cells.len() * trials, jobs, |j| {
+    let results: Vec<Trial> = crate::pool::par_map(cells.len() * trials, jobs, |j| {
         let (cell, trial) = (j / trials, (j % trials) as u64);
         let (t, _) = cells[cell];
         let first_seed = a.seed_start.saturating_add(trial.saturating_mul(a.runs));
