@@ -15,6 +15,7 @@
 //! which is where atomicity violations live.
 
 use crate::instrument::{SiteId, SiteKind, SiteTable};
+use crate::model::hb::VectorClock;
 use crate::model::{EventKind, Tid};
 use crate::runtime::RunResult;
 use serde::Serialize;
@@ -52,7 +53,7 @@ struct Access {
     bytes: (u32, u32),
     locks: Vec<u32>,
     /// The thread's vector clock over spawn/join edges.
-    vc: Arc<Vec<u32>>,
+    vc: Arc<VectorClock>,
 }
 
 #[derive(Debug, Default)]
@@ -226,10 +227,10 @@ impl<'a> Observer<'a> {
         self.seeds.push(seed);
         let handles: BTreeMap<u32, Tid> = r.thread_handles.iter().copied().collect();
         let nthreads = r.threads.max(1) as usize;
-        let mut vc: Vec<Arc<Vec<u32>>> = Vec::new();
+        let mut vc: Vec<Arc<VectorClock>> = Vec::new();
         for t in 0..nthreads {
-            let mut v = vec![0; nthreads];
-            v[t] = 1;
+            let mut v = VectorClock::default();
+            v.set(t as Tid, 1);
             vc.push(Arc::new(v));
         }
         // Spawn edges: a child's clock starts from its parent's at the spawn
@@ -247,15 +248,15 @@ impl<'a> Observer<'a> {
             }
         }
         let start_child =
-            |vc: &mut Vec<Arc<Vec<u32>>>, started: &mut Vec<bool>, p: usize, c: usize| {
+            |vc: &mut Vec<Arc<VectorClock>>, started: &mut Vec<bool>, p: usize, c: usize| {
                 if started[c] {
                     return;
                 }
                 started[c] = true;
                 let mut v = (*vc[p]).clone();
-                v[c] = 1;
+                v.set(c as Tid, 1);
                 vc[c] = Arc::new(v);
-                Arc::make_mut(&mut vc[p])[p] += 1;
+                Arc::make_mut(&mut vc[p]).tick(p as Tid);
             };
         let mut join_pending: Vec<Option<Tid>> = vec![None; nthreads];
         // Synchronisation edges, the race detector's rule without locks
@@ -281,25 +282,19 @@ impl<'a> Observer<'a> {
                 .next_back()
                 .is_some_and(|&l| addr - l < LOCK_OBJECT_BYTES)
         };
-        let mut released: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut released: BTreeMap<u32, VectorClock> = BTreeMap::new();
         let mut acquire_after_call: Vec<Option<u32>> = vec![None; nthreads];
-        let acquire = |vc: &mut Arc<Vec<u32>>, clock: Option<&Vec<u32>>| {
+        let acquire = |vc: &mut Arc<VectorClock>, clock: Option<&VectorClock>| {
             if let Some(c) = clock {
-                let mine = Arc::make_mut(vc);
-                for (m, o) in mine.iter_mut().zip(c.iter()) {
-                    *m = (*m).max(*o);
-                }
+                Arc::make_mut(vc).join(c);
             }
         };
-        let release = |vc: &mut Arc<Vec<u32>>,
-                       released: &mut BTreeMap<u32, Vec<u32>>,
+        let release = |vc: &mut Arc<VectorClock>,
+                       released: &mut BTreeMap<u32, VectorClock>,
                        t: usize,
                        addr: u32| {
-            let into = released.entry(addr).or_insert_with(|| vec![0; vc.len()]);
-            for (m, o) in into.iter_mut().zip(vc.iter()) {
-                *m = (*m).max(*o);
-            }
-            Arc::make_mut(vc)[t] += 1;
+            released.entry(addr).or_default().join(vc);
+            Arc::make_mut(vc).tick(t as Tid);
         };
         let mut locks: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); nthreads];
         let mut per_var: BTreeMap<VarKey, (String, &'static str, Vec<Access>)> = BTreeMap::new();
@@ -455,8 +450,7 @@ impl<'a> Observer<'a> {
                     continue;
                 }
                 // Ordered by spawn/join: y's clock has seen x.
-                let xt = x.tid as usize;
-                if y.vc.get(xt).copied().unwrap_or(0) >= x.vc[xt] {
+                if y.vc.get(x.tid) >= x.vc.get(x.tid) {
                     continue;
                 }
                 let common: Vec<u32> = x

@@ -49,6 +49,7 @@
 //! reduction.
 
 use crate::instrument::{SiteId, SiteKind};
+use crate::model::hb::VectorClock;
 use crate::model::{EventKind, Pending, Tid};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::{Candidate, Choice, Spinners, Strategy};
@@ -709,7 +710,7 @@ impl Node {
 struct Hb {
     /// Per event: its thread and its index among that thread's events.
     who: Vec<(Tid, u32)>,
-    vc: Vec<Vec<u32>>,
+    vc: Vec<VectorClock>,
     /// Races `(i, j)`: `i` before `j`, different threads, conflicting, not
     /// otherwise ordered.
     races: Vec<(usize, usize)>,
@@ -719,7 +720,7 @@ impl Hb {
     /// Whether event `i` happens before (or is) event `j`.
     fn before(&self, i: usize, j: usize) -> bool {
         let (t, n) = self.who[i];
-        self.vc[j].get(t as usize).copied().unwrap_or(0) > n
+        self.vc[j].get(t) > n
     }
 }
 
@@ -769,9 +770,9 @@ fn happens_before(events: &[Event], feet: &[Foot], threads: usize) -> Hb {
             *c = (*point >= 0).then_some(*point as usize);
         }
     }
-    let mut thread_vc: Vec<Vec<u32>> = vec![vec![0; nt]; nt];
+    let mut thread_vc: Vec<VectorClock> = vec![VectorClock::default(); nt];
     let mut started = vec![false; nt];
-    let mut vc: Vec<Vec<u32>> = Vec::with_capacity(n);
+    let mut vc: Vec<VectorClock> = Vec::with_capacity(n);
     let mut objs: BTreeMap<u64, Obj> = BTreeMap::new();
     let mut last_notify: BTreeMap<u32, usize> = BTreeMap::new();
     // Heap blocks seen so far (start → size), freed ones included.
@@ -783,15 +784,15 @@ fn happens_before(events: &[Event], feet: &[Foot], threads: usize) -> Hb {
         if !started[t] {
             started[t] = true;
             if let Some(p) = creator[t] {
-                join(&mut c, &vc[p]);
+                c.join(&vc[p]);
             }
         }
         if e.kind == EventKind::Wake && e.addr != 0 {
             if let Some(&nidx) = last_notify.get(&e.addr) {
-                join(&mut c, &vc[nidx]);
+                c.join(&vc[nidx]);
             }
         }
-        c[t] = who[j].1 + 1;
+        c.set(e.tid, who[j].1 + 1);
         let pre = c.clone();
         let keys: Vec<(u64, bool)> = match feet[j] {
             Foot::Local => Vec::new(),
@@ -835,10 +836,10 @@ fn happens_before(events: &[Event], feet: &[Foot], threads: usize) -> Hb {
                 continue;
             }
             let (ti, ni) = who[i];
-            if pre[ti as usize] <= ni {
+            if pre.get(ti) <= ni {
                 races.push((i, j));
             }
-            join(&mut c, &vc[i]);
+            c.join(&vc[i]);
         }
         for &(key, write) in &keys {
             let o = objs.entry(key).or_default();
@@ -856,12 +857,6 @@ fn happens_before(events: &[Event], feet: &[Foot], threads: usize) -> Hb {
         vc.push(c);
     }
     Hb { who, vc, races }
-}
-
-fn join(a: &mut [u32], b: &[u32]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x = (*x).max(*y);
-    }
 }
 
 /// Indices of a run's user-code accesses to shared locations.

@@ -33,16 +33,26 @@ use crate::instrument::SiteId;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A vector clock: one logical time per thread.
+/// A vector clock: one logical time per thread (missing entries are 0).
+/// The one clock type of heddle: the race detector, the explorer's
+/// happens-before and `heddle observe` all use it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VectorClock(Vec<u32>);
 
 impl VectorClock {
+    /// Thread `t`'s entry.
     pub fn get(&self, t: Tid) -> u32 {
         self.0.get(t as usize).copied().unwrap_or(0)
     }
 
-    fn set(&mut self, t: Tid, v: u32) {
+    /// Advances thread `t`'s entry by one.
+    pub fn tick(&mut self, t: Tid) {
+        let v = self.get(t) + 1;
+        self.set(t, v);
+    }
+
+    /// Sets thread `t`'s entry.
+    pub fn set(&mut self, t: Tid, v: u32) {
         if self.0.len() <= t as usize {
             self.0.resize(t as usize + 1, 0);
         }
