@@ -172,49 +172,21 @@ pub fn raw_stack(caller: &Caller<'_, ThreadCtx>) -> Vec<RawFrame> {
 
 /// Reads a NUL-terminated string (at most 4 KiB) from guest memory.
 pub fn read_cstr(st: &RunState, addr: u32) -> String {
-    let data = st.memory.data();
-    let mut out = Vec::new();
-    let mut i = addr as usize;
-    while i < data.len() && out.len() < 4096 {
-        // SAFETY: no guest code runs while the host does (one thread at a time).
-        let b = unsafe { *data[i].get() };
-        if b == 0 {
-            break;
-        }
-        out.push(b);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    st.guest().cstr(addr, 4096)
 }
 
 /// Reads `len` bytes of guest memory, or a bounds trap.
 pub fn read_bytes(st: &RunState, addr: u32, len: u32) -> HostResult<Vec<u8>> {
-    let data = st.memory.data();
-    let start = addr as usize;
-    let end = start
-        .checked_add(len as usize)
-        .filter(|&e| e <= data.len())
-        .ok_or(Trap::MemoryOutOfBounds)?;
-    // SAFETY: as in `read_cstr`.
-    Ok(data[start..end]
-        .iter()
-        .map(|c| unsafe { *c.get() })
-        .collect())
+    Ok(st.guest().read(addr, len).ok_or(Trap::MemoryOutOfBounds)?)
 }
 
 /// Writes guest memory, or a bounds trap.
 pub fn write_bytes(st: &RunState, addr: u32, bytes: &[u8]) -> HostResult<()> {
-    let data = st.memory.data();
-    let start = addr as usize;
-    let end = start
-        .checked_add(bytes.len())
-        .filter(|&e| e <= data.len())
-        .ok_or(Trap::MemoryOutOfBounds)?;
-    for (cell, b) in data[start..end].iter().zip(bytes) {
-        // SAFETY: as in `read_cstr`.
-        unsafe { *cell.get() = *b };
+    if st.guest().write(addr, bytes) {
+        Ok(())
+    } else {
+        Err(Trap::MemoryOutOfBounds.into())
     }
-    Ok(())
 }
 
 fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {

@@ -12,6 +12,7 @@
 //! This is the only module that uses wasmtime.
 
 pub mod hooks;
+pub mod memory;
 pub mod plain;
 pub mod state;
 pub mod wasi;
@@ -372,11 +373,9 @@ impl Program {
     /// Clears the first `pages` pages (everything the run could have
     /// touched) and keeps the memory for the next run.
     fn recycle_memory(&self, memory: SharedMemory, pages: u32) {
-        let data = memory.data();
-        let len = ((pages as usize) << 16).min(data.len());
         // SAFETY: the run is over: no guest thread of it exists any more, and
         // this memory is not shared with any other run.
-        unsafe { std::ptr::write_bytes(data.as_ptr() as *mut u8, 0, len) };
+        unsafe { memory::GuestMemory::serialized(memory.data()) }.zero((pages as usize) << 16);
         let mut spare = self
             .spare_memories
             .lock()

@@ -833,18 +833,9 @@ fn read_cstr<T>(caller: &mut Caller<'_, T>, memory: MemoryFn<T>, addr: u32) -> S
     let mut out = Vec::new();
     match memory(caller) {
         Some(Extern::SharedMemory(sm)) => {
-            let data = sm.data();
-            let mut i = addr as usize;
-            while i < data.len() && out.len() < 4096 {
-                // SAFETY: a racy byte read of shared memory; at worst the
-                // message is garbled.
-                let b = unsafe { std::ptr::read_volatile(data[i].get()) };
-                if b == 0 {
-                    break;
-                }
-                out.push(b);
-                i += 1;
-            }
+            // Other guest threads may be writing: atomic byte reads (at
+            // worst the message is garbled).
+            return super::memory::GuestMemory::concurrent(sm.data()).cstr(addr, 4096);
         }
         Some(Extern::Memory(mem)) => {
             let data = mem.data(&*caller);

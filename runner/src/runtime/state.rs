@@ -5,6 +5,7 @@
 //! this state is only ever touched by the thread that is running: the cell
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
+use super::memory::GuestMemory;
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::{Detector, Race};
 use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
@@ -207,7 +208,7 @@ struct View<'a> {
 
 impl crate::sched::RunView for View<'_> {
     fn read(&self, addr: u32, len: u32) -> Option<u64> {
-        read_memory(self.memory, addr, len)
+        guest(self.memory).read_le(addr, len)
     }
     fn thread_name(&self, tid: Tid) -> Option<&str> {
         self.threads.get(tid as usize)?.name.as_deref()
@@ -221,21 +222,12 @@ impl crate::sched::RunView for View<'_> {
     }
 }
 
-/// Reads `len` ≤ 8 bytes of `memory` at `addr`, little-endian.
-fn read_memory(memory: &SharedMemory, addr: u32, len: u32) -> Option<u64> {
-    let data = memory.data();
-    let start = addr as usize;
-    let end = start.checked_add(len as usize)?;
-    if end > data.len() || len > 8 {
-        return None;
-    }
-    let mut v = 0u64;
-    for (i, cell) in data[start..end].iter().enumerate() {
-        // SAFETY: guest threads of this run execute one at a time on this
-        // OS thread, and none is running while the host runs.
-        v |= (unsafe { *cell.get() } as u64) << (8 * i);
-    }
-    Some(v)
+/// The host's view of a run's memory.
+fn guest(memory: &SharedMemory) -> GuestMemory<'_> {
+    // SAFETY: guest threads of a run execute one at a time on the run's OS
+    // thread, and none is running while the host runs (the scheduler's
+    // invariant), so the host's accesses never overlap a guest's.
+    unsafe { GuestMemory::serialized(memory.data()) }
 }
 
 /// What a decision chose from.
@@ -767,7 +759,12 @@ impl RunState {
 
     /// Reads `len` ≤ 8 bytes of guest memory at `addr`, little-endian.
     pub fn read_le(&self, addr: u32, len: u32) -> Option<u64> {
-        read_memory(&self.memory, addr, len)
+        self.guest().read_le(addr, len)
+    }
+
+    /// The run's guest memory, for the host's reads and writes.
+    pub fn guest(&self) -> GuestMemory<'_> {
+        guest(&self.memory)
     }
 
     /// How many guarded yield points the current thread may skip from now
@@ -1178,27 +1175,12 @@ impl RunState {
 
     /// Writes guest memory (false when out of bounds).
     pub fn poke(&self, addr: u32, bytes: &[u8]) -> bool {
-        let data = self.memory.data();
-        let start = addr as usize;
-        let Some(end) = start.checked_add(bytes.len()).filter(|&e| e <= data.len()) else {
-            return false;
-        };
-        for (cell, b) in data[start..end].iter().zip(bytes) {
-            // SAFETY: as in `read_le`.
-            unsafe { *cell.get() = *b };
-        }
-        true
+        self.guest().write(addr, bytes)
     }
 
     /// Whether guest memory `[addr, addr+len)` holds only `byte`.
     fn all_bytes(&self, addr: u32, len: u32, byte: u8) -> bool {
-        let data = self.memory.data();
-        let start = addr as usize;
-        match start.checked_add(len as usize).filter(|&e| e <= data.len()) {
-            // SAFETY: as in `read_le`.
-            Some(end) => data[start..end].iter().all(|c| unsafe { *c.get() } == byte),
-            None => false,
-        }
+        self.guest().all(addr, len, byte)
     }
 
     /// The memory checker's verdict on an access, if it is invalid.

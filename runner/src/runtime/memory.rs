@@ -1,0 +1,179 @@
+//! Guest linear memory as the host sees it: every raw access to a run's
+//! shared memory goes through [`GuestMemory`], which owns the `unsafe` and
+//! states the rule that makes it sound.
+//!
+//! A wasm shared memory is `[UnsafeCell<u8>]` to the host: guest threads may
+//! write it at any time. Two modes:
+//! * **serialized** (heddle's own runs): the scheduler runs one guest thread
+//!   at a time, on the thread that also runs the host functions, and none
+//!   while the host runs; so a host access never overlaps a guest access and
+//!   plain reads and writes are sound. Constructing this view is `unsafe`:
+//!   the caller promises that rule holds for as long as the view lives.
+//! * **concurrent** (plain wasmtime runs, real OS threads): guest threads
+//!   run while the host reads, so every byte is read with a relaxed atomic
+//!   load. A value read this way may be torn across bytes (a C string being
+//!   written), never undefined behaviour.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A view of a run's guest memory (see the module documentation).
+#[derive(Clone, Copy)]
+pub struct GuestMemory<'a> {
+    data: &'a [UnsafeCell<u8>],
+    serialized: bool,
+}
+
+impl<'a> GuestMemory<'a> {
+    /// The view of a memory no guest thread accesses while the view is used.
+    ///
+    /// # Safety
+    /// While the view (or a copy) is used, no other thread reads or writes
+    /// `data`: heddle's scheduler guarantees it for the memory of a run it
+    /// drives (guest threads run one at a time, never while the host does),
+    /// and a memory between runs has no guest threads at all.
+    pub unsafe fn serialized(data: &'a [UnsafeCell<u8>]) -> Self {
+        GuestMemory {
+            data,
+            serialized: true,
+        }
+    }
+
+    /// The view of a memory guest threads may access concurrently: reads
+    /// are relaxed atomic byte loads; writes are not offered.
+    pub fn concurrent(data: &'a [UnsafeCell<u8>]) -> Self {
+        GuestMemory {
+            data,
+            serialized: false,
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    fn byte(&self, i: usize) -> u8 {
+        let cell = &self.data[i];
+        if self.serialized {
+            // SAFETY: the `serialized` contract: nothing else accesses the
+            // memory while this view is used.
+            unsafe { *cell.get() }
+        } else {
+            // SAFETY: the pointer is valid and aligned for a u8 for the
+            // memory's lifetime; concurrent guest accesses are the shared
+            // memory's defined behaviour, and an atomic load is the host's
+            // race-free way to read it.
+            unsafe { AtomicU8::from_ptr(cell.get()) }.load(Ordering::Relaxed)
+        }
+    }
+
+    /// The byte range `[addr, addr + len)`, if it is inside the memory.
+    fn range(&self, addr: u32, len: usize) -> Option<std::ops::Range<usize>> {
+        let start = addr as usize;
+        let end = start.checked_add(len).filter(|&e| e <= self.data.len())?;
+        Some(start..end)
+    }
+
+    /// `len` bytes at `addr`, or None when out of bounds.
+    pub fn read(&self, addr: u32, len: u32) -> Option<Vec<u8>> {
+        Some(
+            self.range(addr, len as usize)?
+                .map(|i| self.byte(i))
+                .collect(),
+        )
+    }
+
+    /// Up to 8 bytes at `addr` as a little-endian integer.
+    pub fn read_le(&self, addr: u32, len: u32) -> Option<u64> {
+        if len > 8 {
+            return None;
+        }
+        let r = self.range(addr, len as usize)?;
+        Some(
+            r.enumerate()
+                .fold(0u64, |v, (k, i)| v | (self.byte(i) as u64) << (8 * k)),
+        )
+    }
+
+    /// The NUL-terminated string at `addr` (at most `max` bytes, invalid
+    /// UTF-8 replaced).
+    pub fn cstr(&self, addr: u32, max: usize) -> String {
+        let mut out = Vec::new();
+        let mut i = addr as usize;
+        while i < self.data.len() && out.len() < max {
+            let b = self.byte(i);
+            if b == 0 {
+                break;
+            }
+            out.push(b);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Whether `[addr, addr + len)` is inside the memory and holds only `byte`.
+    pub fn all(&self, addr: u32, len: u32, byte: u8) -> bool {
+        self.range(addr, len as usize)
+            .is_some_and(|mut r| r.all(|i| self.byte(i) == byte))
+    }
+
+    /// Writes `bytes` at `addr`; false (and nothing written) when out of
+    /// bounds. Only a serialized view writes.
+    pub fn write(&self, addr: u32, bytes: &[u8]) -> bool {
+        assert!(
+            self.serialized,
+            "guest memory written through a concurrent view"
+        );
+        let Some(r) = self.range(addr, bytes.len()) else {
+            return false;
+        };
+        for (i, b) in r.zip(bytes) {
+            // SAFETY: the `serialized` contract.
+            unsafe { *self.data[i].get() = *b };
+        }
+        true
+    }
+
+    /// Zeroes the first `len` bytes (clamped to the memory).
+    pub fn zero(&self, len: usize) {
+        assert!(
+            self.serialized,
+            "guest memory written through a concurrent view"
+        );
+        let len = len.min(self.data.len());
+        // SAFETY: the `serialized` contract; the range is inside the memory.
+        unsafe { std::ptr::write_bytes(self.data.as_ptr() as *mut u8, 0, len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_writes_and_bounds() {
+        let cells: Vec<UnsafeCell<u8>> = (0..16).map(|_| UnsafeCell::new(0)).collect();
+        // SAFETY: the cells are local to this test.
+        let m = unsafe { GuestMemory::serialized(&cells) };
+        assert!(m.write(2, b"hi\0x"));
+        assert_eq!(m.cstr(2, 100), "hi");
+        assert_eq!(m.read(2, 2).unwrap(), b"hi");
+        assert_eq!(
+            m.read_le(2, 2),
+            Some(u64::from(b'h') | u64::from(b'i') << 8)
+        );
+        assert_eq!(m.read(15, 2), None);
+        assert!(!m.write(15, b"ab"));
+        assert!(m.all(6, 10, 0) && !m.all(2, 2, 0) && !m.all(10, 10, 0));
+        let c = GuestMemory::concurrent(&cells);
+        assert_eq!(c.cstr(2, 1), "h");
+        m.zero(100);
+        assert!(m.all(0, 16, 0));
+    }
+}
