@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 /// The first stop signal received (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-/// Set with [`SIGNAL`]; for code that polls a flag (the explorer).
+/// Set with the signal number; for code that polls a flag (the explorer).
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {

@@ -622,7 +622,7 @@ pub struct ReplayInputs {
     /// the file, else the cache, else a rebuild of the recorded source).
     #[arg(long)]
     pub target: Option<PathBuf>,
-    /// Grant a host directory, HOST[:GUEST], instead of the recorded one with
+    /// Grant a host directory, HOST or HOST:GUEST, instead of the recorded one with
     /// the same guest path (repeatable).
     #[arg(long = "dir", value_name = "HOST[:GUEST]")]
     pub dirs: Vec<String>,

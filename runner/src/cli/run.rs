@@ -67,7 +67,7 @@ pub struct RunOpts {
     /// Environment variable for the program, KEY=VALUE (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
-    /// Grant the program a host directory, HOST[:GUEST] (repeatable).
+    /// Grant the program a host directory, HOST or HOST:GUEST (repeatable).
     #[arg(long = "dir", value_name = "HOST[:GUEST]")]
     pub dirs: Vec<String>,
 }
