@@ -752,3 +752,72 @@ skip = "flaky on this platform"
     let r = heddle_out(&["test", p(&project), "--out", p(&dir.path().join("o2"))]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stdout));
 }
+
+/// `--shard auto` takes the shard from the job engine: a Slurm array task
+/// and a Kubernetes Indexed Job completion run the same seeds as the
+/// explicit `--shard K/N`, and their merge covers the campaign.
+#[test]
+fn shard_auto_follows_slurm_and_kubernetes_variables() {
+    let dir = tempdir();
+    let fuzz = |out: &Path, shard: &str, env: &[(&str, &str)]| {
+        let mut c = heddle();
+        c.args([
+            "fuzz",
+            "targets/race_bank.c",
+            "--fixed",
+            "--runs",
+            "60",
+            "-q",
+        ])
+        .args(["--shard", shard, "--out", p(out)])
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("SLURM_ARRAY_TASK_COUNT")
+        .env_remove("SLURM_ARRAY_TASK_MIN")
+        .env_remove("JOB_COMPLETION_INDEX");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let explicit = dir.path().join("explicit");
+    assert_eq!(fuzz(&explicit, "2/2", &[]).status.code(), Some(0));
+    let slurm = dir.path().join("slurm");
+    let o = fuzz(
+        &slurm,
+        "auto",
+        &[
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "2"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let k8s = dir.path().join("k8s");
+    let o = fuzz(&k8s, "auto/2", &[("JOB_COMPLETION_INDEX", "1")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let want = deterministic_part(&summary_text(&explicit)).to_string();
+    assert_eq!(deterministic_part(&summary_text(&slurm)), want);
+    assert_eq!(deterministic_part(&summary_text(&k8s)), want);
+    let first = dir.path().join("first");
+    let o = fuzz(&first, "auto/2", &[("JOB_COMPLETION_INDEX", "0")]);
+    assert_eq!(o.status.code(), Some(0));
+    let merged = dir.path().join("merged");
+    let m = heddle_out(&["merge", p(&first), p(&k8s), "--out", p(&merged)]);
+    assert_eq!(m.status.code(), Some(0), "{}", text(&m.stderr));
+    assert!(
+        text(&m.stdout).contains("shards 1/2,2/2"),
+        "{}",
+        text(&m.stdout)
+    );
+    assert_usage_error(
+        &fuzz(&dir.path().join("none"), "auto", &[]),
+        "no job engine variables",
+    );
+    assert_usage_error(
+        &fuzz(
+            &dir.path().join("k"),
+            "auto",
+            &[("JOB_COMPLETION_INDEX", "0")],
+        ),
+        "give the number of completions as --shard auto/N",
+    );
+}

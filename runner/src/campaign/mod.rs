@@ -69,6 +69,74 @@ impl std::str::FromStr for Shard {
     }
 }
 
+impl Shard {
+    /// The shard a job engine assigned to this process, for `--shard
+    /// auto` (Slurm array jobs: `SLURM_ARRAY_TASK_ID` counted from
+    /// `SLURM_ARRAY_TASK_MIN`, default 0, out of `SLURM_ARRAY_TASK_COUNT`)
+    /// and `--shard auto/N` (Kubernetes Indexed Jobs: the 0-based
+    /// `JOB_COMPLETION_INDEX` out of N completions; a Slurm array's count,
+    /// when given, must equal N). Other specs parse as `K/N`. `env` looks
+    /// a variable up (the process environment, or a test's).
+    pub fn resolve(spec: &str, env: impl Fn(&str) -> Option<String>) -> Result<Shard> {
+        let Some(rest) = spec.strip_prefix("auto") else {
+            return spec.parse();
+        };
+        let given: Option<u32> =
+            match rest.strip_prefix('/') {
+                Some(n) => Some(n.trim().parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    anyhow::anyhow!("bad shard `{spec}` (expected auto or auto/N)")
+                })?),
+                None if rest.is_empty() => None,
+                None => bail!("bad shard `{spec}` (expected auto or auto/N)"),
+            };
+        let num =
+            |name: &str| -> Result<Option<u64>> {
+                match env(name) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                        anyhow::anyhow!("--shard {spec}: {name}=`{v}` is not a number")
+                    }),
+                }
+            };
+        let (index0, count, source) = if let Some(id) = num("SLURM_ARRAY_TASK_ID")? {
+            let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let count = match (num("SLURM_ARRAY_TASK_COUNT")?, given) {
+                (Some(c), Some(n)) if c != n as u64 => bail!(
+                    "--shard {spec}: SLURM_ARRAY_TASK_COUNT is {c}, not {n}"
+                ),
+                (Some(c), _) => c,
+                (None, Some(n)) => n as u64,
+                (None, None) => bail!(
+                    "--shard {spec}: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; give the count as --shard auto/N"
+                ),
+            };
+            let index0 = id.checked_sub(min).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--shard {spec}: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"
+                )
+            })?;
+            (index0, count, "SLURM_ARRAY_TASK_ID")
+        } else if let Some(i) = num("JOB_COMPLETION_INDEX")? {
+            let Some(n) = given else {
+                bail!("--shard {spec}: JOB_COMPLETION_INDEX is set; give the number of completions as --shard auto/N");
+            };
+            (i, n as u64, "JOB_COMPLETION_INDEX")
+        } else {
+            bail!("--shard {spec}: no job engine variables (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX); pass --shard K/N");
+        };
+        if count == 0 || count > u32::MAX as u64 || index0 >= count {
+            bail!(
+                "--shard {spec}: {source} gives shard {} of {count}",
+                index0 + 1
+            );
+        }
+        Ok(Shard {
+            index: index0 as u32 + 1,
+            count: count as u32,
+        })
+    }
+}
+
 /// A portfolio of strategies, interleaved over seeds: seed `s` runs member
 /// `s mod len`, so the assignment does not depend on the seed range, the
 /// shard or the number of workers.
@@ -159,6 +227,47 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_auto_reads_the_job_engine() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let slurm = env(&[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        assert_eq!(Shard::resolve("auto", slurm).unwrap().to_string(), "4/4");
+        let from_one = env(&[
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "8"),
+        ]);
+        assert_eq!(Shard::resolve("auto", from_one).unwrap().to_string(), "1/8");
+        let k8s = env(&[("JOB_COMPLETION_INDEX", "0")]);
+        assert_eq!(Shard::resolve("auto/5", k8s).unwrap().to_string(), "1/5");
+        let err = |spec: &str, vars: &'static [(&'static str, &'static str)]| {
+            Shard::resolve(spec, env(vars)).unwrap_err().to_string()
+        };
+        assert!(err("auto", &[("JOB_COMPLETION_INDEX", "0")]).contains("auto/N"));
+        assert!(err("auto", &[]).contains("no job engine variables"));
+        assert!(err("auto/2", &[("JOB_COMPLETION_INDEX", "2")]).contains("shard 3 of 2"));
+        assert!(err("auto/2", &[("JOB_COMPLETION_INDEX", "x")]).contains("not a number"));
+        assert!(err(
+            "auto/3",
+            &[
+                ("SLURM_ARRAY_TASK_ID", "0"),
+                ("SLURM_ARRAY_TASK_COUNT", "4")
+            ]
+        )
+        .contains("not 3"));
+        assert!(err("automatic", &[]).contains("bad shard"));
+        assert_eq!(Shard::resolve("2/3", env(&[])).unwrap().to_string(), "2/3");
+    }
 
     #[test]
     fn shards_partition_the_seeds() {

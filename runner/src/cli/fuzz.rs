@@ -60,8 +60,9 @@ pub struct CampaignOpts {
     /// Keep going after the first failure: collect every distinct failure.
     #[arg(long)]
     pub keep_going: bool,
-    /// Run shard K of N (1-based) of the seed space.
-    #[arg(long, value_name = "K/N")]
+    /// Run shard K of N (1-based) of the seed space; `auto` takes it from a
+    /// Slurm array job, `auto/N` from a Kubernetes Indexed Job of N.
+    #[arg(long, value_name = "K/N|auto|auto/N")]
     pub shard: Option<String>,
     /// Continue the campaign in --out (skips the seeds it finished).
     #[arg(long)]
@@ -106,7 +107,7 @@ impl CampaignOpts {
     /// The seed plan.
     pub fn plan(&self) -> Result<SeedPlan> {
         let shard: Shard = match &self.shard {
-            Some(s) => s.parse()?,
+            Some(s) => Shard::resolve(s, |k| std::env::var(k).ok())?,
             None => Shard::WHOLE,
         };
         let runs = match (self.runs, &self.time_budget) {
