@@ -1,27 +1,27 @@
 //! Guest linear memory as the host sees it: every raw access to a run's
-//! shared memory goes through [`GuestMemory`], which owns the `unsafe` and
+//! shared memory goes through this module, which owns the `unsafe` and
 //! states the rule that makes it sound.
 //!
 //! A wasm shared memory is `[UnsafeCell<u8>]` to the host: guest threads may
-//! write it at any time. Two modes:
-//! * **serialized** (heddle's own runs): the scheduler runs one guest thread
-//!   at a time, on the thread that also runs the host functions, and none
-//!   while the host runs; so a host access never overlaps a guest access and
-//!   plain reads and writes are sound. Constructing this view is `unsafe`:
-//!   the caller promises that rule holds for as long as the view lives.
-//! * **concurrent** (plain wasmtime runs, real OS threads): guest threads
-//!   run while the host reads, so every byte is read with a relaxed atomic
-//!   load. A value read this way may be torn across bytes (a C string being
-//!   written), never undefined behaviour.
+//! write it at any time.
+//! * In heddle's own runs the scheduler runs one guest thread at a time, on
+//!   the thread that also runs the host functions, and none while the host
+//!   runs; so a host access never overlaps a guest access and plain reads
+//!   and writes are sound. [`GuestMemory`] is that view; constructing it is
+//!   `unsafe`: the caller promises the rule holds while the view lives.
+//! * In plain wasmtime runs guest threads run on real OS threads while the
+//!   host reads, so [`concurrent_cstr`] reads every byte with a relaxed
+//!   atomic load: a string being written may come out garbled, never
+//!   undefined behaviour.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// A view of a run's guest memory (see the module documentation).
+/// The host's view of a run's guest memory while no guest thread runs
+/// (see the module documentation).
 #[derive(Clone, Copy)]
 pub struct GuestMemory<'a> {
     data: &'a [UnsafeCell<u8>],
-    serialized: bool,
 }
 
 impl<'a> GuestMemory<'a> {
@@ -33,19 +33,7 @@ impl<'a> GuestMemory<'a> {
     /// drives (guest threads run one at a time, never while the host does),
     /// and a memory between runs has no guest threads at all.
     pub unsafe fn serialized(data: &'a [UnsafeCell<u8>]) -> Self {
-        GuestMemory {
-            data,
-            serialized: true,
-        }
-    }
-
-    /// The view of a memory guest threads may access concurrently: reads
-    /// are relaxed atomic byte loads; writes are not offered.
-    pub fn concurrent(data: &'a [UnsafeCell<u8>]) -> Self {
-        GuestMemory {
-            data,
-            serialized: false,
-        }
+        GuestMemory { data }
     }
 
     /// Its size in bytes.
@@ -59,18 +47,9 @@ impl<'a> GuestMemory<'a> {
     }
 
     fn byte(&self, i: usize) -> u8 {
-        let cell = &self.data[i];
-        if self.serialized {
-            // SAFETY: the `serialized` contract: nothing else accesses the
-            // memory while this view is used.
-            unsafe { *cell.get() }
-        } else {
-            // SAFETY: the pointer is valid and aligned for a u8 for the
-            // memory's lifetime; concurrent guest accesses are the shared
-            // memory's defined behaviour, and an atomic load is the host's
-            // race-free way to read it.
-            unsafe { AtomicU8::from_ptr(cell.get()) }.load(Ordering::Relaxed)
-        }
+        // SAFETY: the `serialized` contract: nothing else accesses the
+        // memory while this view is used.
+        unsafe { *self.data[i].get() }
     }
 
     /// The byte range `[addr, addr + len)`, if it is inside the memory.
@@ -104,17 +83,7 @@ impl<'a> GuestMemory<'a> {
     /// The NUL-terminated string at `addr` (at most `max` bytes, invalid
     /// UTF-8 replaced).
     pub fn cstr(&self, addr: u32, max: usize) -> String {
-        let mut out = Vec::new();
-        let mut i = addr as usize;
-        while i < self.data.len() && out.len() < max {
-            let b = self.byte(i);
-            if b == 0 {
-                break;
-            }
-            out.push(b);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
+        cstr(self.data.len(), addr, max, |i| self.byte(i))
     }
 
     /// Whether `[addr, addr + len)` is inside the memory and holds only `byte`.
@@ -124,12 +93,8 @@ impl<'a> GuestMemory<'a> {
     }
 
     /// Writes `bytes` at `addr`; false (and nothing written) when out of
-    /// bounds. Only a serialized view writes.
+    /// bounds.
     pub fn write(&self, addr: u32, bytes: &[u8]) -> bool {
-        assert!(
-            self.serialized,
-            "guest memory written through a concurrent view"
-        );
         let Some(r) = self.range(addr, bytes.len()) else {
             return false;
         };
@@ -142,14 +107,33 @@ impl<'a> GuestMemory<'a> {
 
     /// Zeroes the first `len` bytes (clamped to the memory).
     pub fn zero(&self, len: usize) {
-        assert!(
-            self.serialized,
-            "guest memory written through a concurrent view"
-        );
         let len = len.min(self.data.len());
         // SAFETY: the `serialized` contract; the range is inside the memory.
         unsafe { std::ptr::write_bytes(self.data.as_ptr() as *mut u8, 0, len) };
     }
+}
+
+/// The NUL-terminated string at `addr` of a memory `len` bytes long, read
+/// with `byte` (at most `max` bytes, invalid UTF-8 replaced).
+fn cstr(len: usize, addr: u32, max: usize, byte: impl Fn(usize) -> u8) -> String {
+    let out: Vec<u8> = (addr as usize..len)
+        .map(byte)
+        .take_while(|&b| b != 0)
+        .take(max)
+        .collect();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The NUL-terminated string at `addr` of a memory other threads may be
+/// writing: relaxed atomic byte loads (see the module documentation).
+pub fn concurrent_cstr(data: &[UnsafeCell<u8>], addr: u32, max: usize) -> String {
+    cstr(data.len(), addr, max, |i| {
+        // SAFETY: the pointer is valid and aligned for a u8 for the
+        // memory's lifetime; concurrent guest accesses are the shared
+        // memory's defined behaviour, and an atomic load is the host's
+        // race-free way to read it.
+        unsafe { AtomicU8::from_ptr(data[i].get()) }.load(Ordering::Relaxed)
+    })
 }
 
 #[cfg(test)]
@@ -171,8 +155,8 @@ mod tests {
         assert_eq!(m.read(15, 2), None);
         assert!(!m.write(15, b"ab"));
         assert!(m.all(6, 10, 0) && !m.all(2, 2, 0) && !m.all(10, 10, 0));
-        let c = GuestMemory::concurrent(&cells);
-        assert_eq!(c.cstr(2, 1), "h");
+        assert_eq!(concurrent_cstr(&cells, 2, 1), "h");
+        assert_eq!(concurrent_cstr(&cells, 2, 100), "hi");
         m.zero(100);
         assert!(m.all(0, 16, 0));
     }

@@ -835,7 +835,7 @@ fn read_cstr<T>(caller: &mut Caller<'_, T>, memory: MemoryFn<T>, addr: u32) -> S
         Some(Extern::SharedMemory(sm)) => {
             // Other guest threads may be writing: atomic byte reads (at
             // worst the message is garbled).
-            return super::memory::GuestMemory::concurrent(sm.data()).cstr(addr, 4096);
+            return super::memory::concurrent_cstr(sm.data(), addr, 4096);
         }
         Some(Extern::Memory(mem)) => {
             let data = mem.data(&*caller);
