@@ -34,11 +34,6 @@ pub fn install() {
     }
 }
 
-/// Asks every stoppable command of this process to stop, as `sig` would.
-pub fn request(sig: i32) {
-    on_signal(sig);
-}
-
 /// The signal that asked to stop, if one did.
 pub fn requested() -> Option<i32> {
     match SIGNAL.load(Ordering::Relaxed) {

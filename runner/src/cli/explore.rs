@@ -57,13 +57,12 @@ pub struct ExploreArgs {
 /// The `--format json` document of an exploration.
 fn json_doc(
     a: &ExploreArgs,
+    reduction: Reduction,
     report: &explore::Report,
     failure: Option<(&crate::runtime::RunResult, &Path)>,
     secs: f64,
 ) -> crate::report::json::Document {
     use crate::report::json::{Document, FailureDoc, Statistics, VerdictDoc};
-    let reduction =
-        reduction_of(a, a.bound.parse().unwrap_or(Bound::Unbounded)).unwrap_or(Reduction::None);
     let strategy = format!("explore:bound={},reduction={reduction}", a.bound);
     let mut doc = Document::new("explore", &a.target.target.display().to_string(), &strategy);
     if let Some((r, path)) = failure {
@@ -172,7 +171,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let secs = started.elapsed().as_secs_f64();
     let Some(f) = &report.first_failure else {
         if json {
-            crate::report::json::emit(&json_doc(&a, &report, None, secs));
+            crate::report::json::emit(&json_doc(&a, opts.reduction, &report, None, secs));
         }
         super::show::report_failures(out, &[], a.sarif.as_deref())?;
         // Stopped by a signal with nothing found: not a verdict of "no bug".
@@ -240,7 +239,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     };
     super::show::report_failures(out, &[failure], a.sarif.as_deref())?;
     if json {
-        let doc = json_doc(&a, &report, Some((&detailed, &path)), secs);
+        let doc = json_doc(&a, opts.reduction, &report, Some((&detailed, &path)), secs);
         crate::report::json::emit(&doc);
     }
     Ok(EXIT_BUG)

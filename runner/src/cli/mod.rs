@@ -152,14 +152,12 @@ pub fn global() -> Global {
 impl Global {
     /// Whether output to stdout (`stderr == false`) or stderr is coloured.
     pub fn color(&self, stderr: bool) -> bool {
-        let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
-        match self.color {
-            ColorWhen::Always => true,
-            ColorWhen::Never => false,
-            ColorWhen::Auto if env_set("NO_COLOR") => false,
-            ColorWhen::Auto if env_set("CLICOLOR_FORCE") => true,
-            ColorWhen::Auto if stderr => std::io::stderr().is_terminal(),
-            ColorWhen::Auto => std::io::stdout().is_terminal(),
+        match (self.color, color_env()) {
+            (ColorWhen::Always, _) => true,
+            (ColorWhen::Never, _) => false,
+            (ColorWhen::Auto, Some(on)) => on,
+            (ColorWhen::Auto, None) if stderr => std::io::stderr().is_terminal(),
+            (ColorWhen::Auto, None) => std::io::stdout().is_terminal(),
         }
     }
 }
@@ -179,13 +177,26 @@ fn color_in_argv(args: &[std::ffi::OsString]) -> clap::ColorChoice {
             value = it.next().map(|v| v.to_string());
         }
     }
-    let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
-    match value.as_deref() {
-        Some("always") => clap::ColorChoice::Always,
-        Some("never") => clap::ColorChoice::Never,
-        _ if env_set("NO_COLOR") => clap::ColorChoice::Never,
-        _ if env_set("CLICOLOR_FORCE") => clap::ColorChoice::Always,
+    match (value.as_deref(), color_env()) {
+        (Some("always"), _) => clap::ColorChoice::Always,
+        (Some("never"), _) => clap::ColorChoice::Never,
+        (_, Some(true)) => clap::ColorChoice::Always,
+        (_, Some(false)) => clap::ColorChoice::Never,
         _ => clap::ColorChoice::Auto,
+    }
+}
+
+/// What the environment says about colour under `--color auto`:
+/// `NO_COLOR` (any non-empty value) turns it off, else `CLICOLOR_FORCE`
+/// (non-empty and not `0`) turns it on; None leaves it to the terminal.
+fn color_env() -> Option<bool> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if var("NO_COLOR").is_some() {
+        Some(false)
+    } else if var("CLICOLOR_FORCE").is_some_and(|v| v != "0") {
+        Some(true)
+    } else {
+        None
     }
 }
 

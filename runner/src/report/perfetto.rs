@@ -31,16 +31,7 @@ fn category(e: &Ev) -> Option<&'static str> {
         EventKind::Lock | EventKind::Acquire | EventKind::Unlock => "lock",
         EventKind::Wait | EventKind::CondWait | EventKind::Wake | EventKind::Notify => "wait",
         EventKind::Spawn | EventKind::Join | EventKind::Start | EventKind::Exit => "thread",
-        EventKind::Read
-        | EventKind::Write
-        | EventKind::Rmw
-        | EventKind::Cmpxchg
-        | EventKind::Copy
-        | EventKind::Fill
-            if e.shared && !e.lib =>
-        {
-            "access"
-        }
+        k if k.is_access() && e.shared && !e.lib => "access",
         EventKind::Label | EventKind::Choose => "label",
         _ => return None,
     })
