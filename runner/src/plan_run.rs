@@ -1,9 +1,10 @@
 //! Running a schedule plan against a target: the driver behind `heddle
-//! plan` and the plan checks of `heddle test`. It probes the target, checks
-//! the plan against what the probes saw, runs the plan once per seed
-//! (writing a replay file for each run that triggers the bug), and returns
-//! every run with its progress (ε, κS, κΦ) as a [`PlanReport`] whose
-//! aggregates, text and expectation verdict the callers print or use.
+//! plan` and the plan checks of `heddle test`. [`Session::prepare`] probes
+//! the target and checks the plan against what the probes saw;
+//! [`Prepared::run`] runs the plan once per seed (writing a replay file for
+//! each run that triggers the bug) and returns every run with its progress
+//! (ε, κS, κΦ) as a [`PlanReport`] whose aggregates, text and expectation
+//! verdict the callers print or use.
 
 use crate::plan::{self, Known, Plan};
 use crate::runtime::{Program, RunConfig, RunResult};
@@ -283,37 +284,64 @@ pub struct ExpectationVerdict {
     pub why: Option<String>,
 }
 
-/// Runs the session: probes and validates the plan, then runs it once per
-/// seed, calling `on_run` after each run.
-pub fn run(s: &Session, on_run: &mut dyn FnMut(&Plan, &PlanRun)) -> Result<PlanReport> {
-    let (plan, mut coverage) = prepare(s.plan_path, s.file, s.target, s.program, &s.base)?;
-    let plan = Arc::new(plan);
-    let mut runs = Vec::new();
-    for seed in s.seed_start..s.seed_start.saturating_add(s.runs) {
-        let cfg = RunConfig {
-            seed,
-            ..s.base.clone()
-        };
-        let (result, progress) = run_plan(s.program, &plan, &cfg)?;
-        let new_sites = merge(&mut coverage, &result.sites_hit);
-        let ending = ending(&plan, &result);
-        let mut run = PlanRun {
-            seed,
-            result,
-            progress,
-            ending,
-            new_sites,
-            replay: None,
-        };
-        if ending == Ending::Triggered {
-            run.replay = Some(write_replay(
-                &s.out, s.target, s.program, &plan, &s.base, &run,
-            )?);
-        }
-        on_run(&plan, &run);
-        runs.push(run);
+/// A session whose plan was probed and validated, ready to run.
+pub struct Prepared<'a> {
+    session: &'a Session<'a>,
+    /// The validated plan.
+    pub plan: Arc<Plan>,
+    /// Sites reached so far (by the probes, then by the runs).
+    coverage: Vec<u64>,
+}
+
+impl<'a> Session<'a> {
+    /// Probes the target and validates the plan against what it saw.
+    pub fn prepare(&'a self) -> Result<Prepared<'a>> {
+        let (plan, coverage) = prepare(
+            self.plan_path,
+            self.file,
+            self.target,
+            self.program,
+            &self.base,
+        )?;
+        Ok(Prepared {
+            session: self,
+            plan: Arc::new(plan),
+            coverage,
+        })
     }
-    Ok(PlanReport { plan, runs })
+}
+
+impl Prepared<'_> {
+    /// Runs the plan once per seed, calling `on_run` after each run.
+    pub fn run(mut self, on_run: &mut dyn FnMut(&PlanRun)) -> Result<PlanReport> {
+        let (s, plan) = (self.session, self.plan);
+        let mut runs = Vec::new();
+        for seed in s.seed_start..s.seed_start.saturating_add(s.runs) {
+            let cfg = RunConfig {
+                seed,
+                ..s.base.clone()
+            };
+            let (result, progress) = run_plan(s.program, &plan, &cfg)?;
+            let new_sites = merge(&mut self.coverage, &result.sites_hit);
+            let ending = ending(&plan, &result);
+            let mut run = PlanRun {
+                seed,
+                result,
+                progress,
+                ending,
+                new_sites,
+                replay: None,
+            };
+            if ending == Ending::Triggered {
+                run.replay = Some(write_replay(
+                    &s.out, s.target, s.program, &plan, &s.base, &run,
+                )?);
+            }
+            on_run(&run);
+            runs.push(run);
+        }
+        Ok(PlanReport { plan, runs })
+    }
 }
 
 /// The lines that introduce a session: the plan, its constraints and events.

@@ -499,7 +499,7 @@ fn observe_agrees_with_the_race_detector_on_the_sync_zoo() {
 /// `heddle test` and library users read the same report.
 #[test]
 fn plan_sessions_return_a_report_value() {
-    use heddle::plan_run::{self, Ending, Expect, Session};
+    use heddle::plan_run::{Ending, Expect, Session};
     let dir = tempdir();
     let t = heddle::target::load(&repo().join("targets/race_bank.c"), &[]).unwrap();
     let program =
@@ -520,7 +520,9 @@ fn plan_sessions_return_a_report_value() {
         out: dir.path().to_path_buf(),
     };
     let mut seen = Vec::new();
-    let report = plan_run::run(&session, &mut |_, r| seen.push(r.seed)).unwrap();
+    let prepared = session.prepare().unwrap();
+    assert_eq!(prepared.plan.events.len(), 4);
+    let report = prepared.run(&mut |r| seen.push(r.seed)).unwrap();
     assert_eq!(seen, vec![0, 1, 2]);
     assert_eq!(report.count(Ending::Triggered), 3);
     let first = report.triggered().unwrap();

@@ -130,21 +130,17 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         runs: a.runs,
         out: a.out.clone(),
     };
-    // A broken pipe ends the process (SIGPIPE); other write errors of the
-    // streamed lines are reported once the session returns.
-    let mut header = false;
+    let prepared = session.prepare()?;
+    let plan = prepared.plan.clone();
+    for l in plan_run::header_lines(&plan_path, &target_path, &plan) {
+        writeln!(out, "{l}")?;
+    }
+    // A broken pipe ends the process (SIGPIPE); another write error of a
+    // run's line is reported once the runs are done.
     let mut written = Ok(());
-    let report = plan_run::run(&session, &mut |plan, run| {
-        let mut lines = Vec::new();
-        if !header {
-            header = true;
-            lines = plan_run::header_lines(&plan_path, &target_path, plan);
-        }
-        lines.push(plan_run::run_line(plan, run));
-        for l in lines {
-            if written.is_ok() {
-                written = writeln!(out, "{l}");
-            }
+    let report = prepared.run(&mut |run| {
+        if written.is_ok() {
+            written = writeln!(out, "{}", plan_run::run_line(&plan, run));
         }
     })?;
     written?;

@@ -83,6 +83,16 @@ pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
     Ok(r)
 }
 
+/// The timeline of a replayed run (`all`: library steps too).
+fn timeline_of(rp: &Replay, r: &RunResult, all: bool) -> timeline::Timeline {
+    let input = timeline::Input {
+        program: &rp.program,
+        result: r,
+        source_dirs: report::source_dirs(&rp.file.module.source),
+    };
+    timeline::Timeline::build(&input, all)
+}
+
 /// A failure to report in SARIF and as a CI annotation: its replay file
 /// and seed.
 pub struct Failure {
@@ -109,13 +119,8 @@ pub fn report_failures(
     for f in failures {
         let rp = load_replay(&f.replay, &reproduce::Options::default())?;
         let r = replay_recorded(&rp)?;
+        let tl = timeline_of(&rp, &r, false);
         let dirs = report::source_dirs(&rp.file.module.source);
-        let input = timeline::Input {
-            program: &rp.program,
-            result: &r,
-            source_dirs: dirs.clone(),
-        };
-        let tl = timeline::Timeline::build(&input, false);
         runs.push((tl, rp.file.module.source.clone(), dirs, f));
     }
     let findings: Vec<crate::report::sarif::Finding> = runs
@@ -146,11 +151,6 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
     let rp = load_replay(&a.file, &a.inputs.options())?;
     let r = replay_recorded(&rp)?;
     let dirs = report::source_dirs(&rp.file.module.source);
-    let input = timeline::Input {
-        program: &rp.program,
-        result: &r,
-        source_dirs: dirs.clone(),
-    };
     let mut info = RunInfo::new(&rp.file.module.source, &rp.config, &r);
     info.replay_command = Some(replay_command(&a.file, a.inputs.target.as_deref()));
     info.config.insert(
@@ -161,13 +161,13 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         ),
     );
     if let Some(out) = &a.perfetto {
-        let tl = timeline::Timeline::build(&input, true);
+        let tl = timeline_of(&rp, &r, true);
         crate::report::perfetto::write(out, &tl, &info.title())?;
         println!("wrote {}", out.display());
         return Ok(EXIT_OK);
     }
     if let Some(out) = &a.html {
-        let tl = timeline::Timeline::build(&input, false);
+        let tl = timeline_of(&rp, &r, false);
         let mut src = SourceCache::new(dirs);
         let page = report::html::page(&tl, &info, &mut src);
         paths::write_atomic(out, page.as_bytes())
@@ -175,7 +175,7 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         println!("wrote {}", out.display());
         return Ok(EXIT_OK);
     }
-    let tl = timeline::Timeline::build(&input, a.all);
+    let tl = timeline_of(&rp, &r, a.all);
     let opts = diagram::Options {
         all: a.all,
         context: a.context,

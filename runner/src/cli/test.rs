@@ -272,6 +272,17 @@ fn print_check(c: &Check) {
     }
 }
 
+/// The target of `e` (its `-DFIXED` build when `fixed`) and its program.
+fn build(m: &Manifest, e: &Entry, fixed: bool) -> Result<(target::Target, Program)> {
+    let mut cflags = e.cflags.clone();
+    if fixed {
+        cflags.push("-DFIXED".into());
+    }
+    let t = target::load(&m.source(e), &cflags)?;
+    let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
+    Ok((t, program))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_check(
     m: &Manifest,
@@ -284,12 +295,7 @@ fn run_check(
     out: &Path,
 ) -> Result<Check> {
     let started = Instant::now();
-    let mut cflags = e.cflags.clone();
-    if variant == "fixed" {
-        cflags.push("-DFIXED".into());
-    }
-    let t = target::load(&m.source(e), &cflags)?;
-    let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
+    let (t, program) = build(m, e, variant == "fixed")?;
     let mut base = RunConfig {
         args: e.args.clone(),
         ..RunConfig::default()
@@ -407,12 +413,7 @@ fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> R
     let source = m.source(e);
     let outcome = (|| -> Result<(plan_run::PlanReport, String)> {
         let file = crate::plan::load_file(&plan_path)?;
-        let mut cflags = e.cflags.clone();
-        if fixed {
-            cflags.push("-DFIXED".into());
-        }
-        let t = target::load(&source, &cflags)?;
-        let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
+        let (t, program) = build(m, e, fixed)?;
         let args = if e.args.is_empty() {
             file.args.clone().unwrap_or_default()
         } else {
@@ -431,15 +432,15 @@ fn plan_check(m: &Manifest, e: &Entry, plan: &str, fixed: bool, out: &Path) -> R
             runs: PLAN_RUNS,
             out: dir.clone(),
         };
+        let prepared = session.prepare()?;
+        let plan = prepared.plan.clone();
         let mut text = String::new();
-        let report = plan_run::run(&session, &mut |plan, run| {
-            if text.is_empty() {
-                for l in plan_run::header_lines(&plan_path, &source, plan) {
-                    text.push_str(&l);
-                    text.push('\n');
-                }
-            }
-            text.push_str(&plan_run::run_line(plan, run));
+        for l in plan_run::header_lines(&plan_path, &source, &plan) {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        let report = prepared.run(&mut |run| {
+            text.push_str(&plan_run::run_line(&plan, run));
             text.push('\n');
         })?;
         for l in report.summary_lines() {

@@ -696,7 +696,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
 }
 
 /// The site of the call the thread is making (its last yield point).
-fn current_site(st: &RunState, tid: Tid) -> SiteId {
+pub(crate) fn current_site(st: &RunState, tid: Tid) -> SiteId {
     st.threads[tid as usize].pending.site
 }
 

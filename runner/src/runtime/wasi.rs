@@ -159,8 +159,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         "sched_yield",
         |mut caller: Caller<'_, ThreadCtx>, (): ()| {
             Box::new(async move {
-                let tid = caller.data().tid;
-                let site = caller.data().run.get().threads[tid as usize].pending.site;
+                let site = super::hooks::current_site(&caller.data().run.get(), caller.data().tid);
                 super::hooks::yield_async(
                     &mut caller,
                     Pending {
