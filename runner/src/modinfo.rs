@@ -40,6 +40,9 @@ pub struct ModuleInfo {
     /// Memories defined (not imported) by the module.
     pub defined_memories: u32,
     pub has_debug_info: bool,
+    /// A relocatable object file (`clang -c` output, with a `linking`
+    /// section), not a linked module.
+    pub is_object: bool,
 }
 
 /// Weak symbols that wasi-libc declares and leaves undefined on purpose: it
@@ -101,6 +104,9 @@ impl ModuleInfo {
                 Payload::CustomSection(c) => {
                     if c.name().starts_with(".debug_") {
                         info.has_debug_info = true;
+                    }
+                    if c.name() == "linking" {
+                        info.is_object = true;
                     }
                     if let KnownCustom::Name(names) = c.as_known() {
                         for n in names.into_iter().flatten() {

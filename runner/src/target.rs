@@ -31,9 +31,13 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
             path.display()
         );
     }
+    // A source's flags name its optimisation level, default or not, so a
+    // replay records what the module was built with.
+    let mut flags = cflags.to_vec();
     let module_path = if cc::is_source(path) {
+        flags = cc::compile::with_opt_level(cflags);
         let tc = cc::ensure()?;
-        cc::compile_cached(&tc, &[path.to_path_buf()], cflags)
+        cc::compile_cached(&tc, &[path.to_path_buf()], &flags)
             .with_context(|| format!("compiling {}", path.display()))?
     } else {
         if !cflags.is_empty() {
@@ -46,7 +50,7 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
     };
     let bytes = std::fs::read(&module_path)
         .with_context(|| format!("cannot read {}", module_path.display()))?;
-    let t = from_bytes(path, &module_path, cflags, bytes)?;
+    let t = from_bytes(path, &module_path, &flags, bytes)?;
     keep_by_hash(&t.bytes);
     Ok(t)
 }
@@ -59,8 +63,14 @@ pub fn from_bytes(
     cflags: &[String],
     bytes: Vec<u8>,
 ) -> Result<Target> {
-    crate::modinfo::ModuleInfo::parse(&bytes)
+    let info = crate::modinfo::ModuleInfo::parse(&bytes)
         .with_context(|| format!("{}", module_path.display()))?;
+    if info.is_object {
+        bail!(
+            "{} is a wasm object file (compiled with -c), not a linked module: link it with `heddle cc`",
+            module_path.display()
+        );
+    }
     Ok(Target {
         given: given.to_path_buf(),
         module_path: module_path.to_path_buf(),

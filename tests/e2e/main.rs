@@ -12,6 +12,7 @@ mod instrument;
 mod memcheck;
 mod plans;
 mod portable;
+mod projects;
 mod races;
 mod report;
 mod strategies;

@@ -694,14 +694,16 @@ fn compile_error_shows_clangs_diagnostic() {
     let diagnostic =
         "tc_compile_error.c:3:12: error: use of undeclared identifier 'tc_undeclared_identifier'";
 
+    // As a compiler driver: clang's diagnostics as they are, then heddle's
+    // one-line verdict.
     let out = heddle_out(&["cc", &src, "-o", path_str(&out_path)]);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "exit code, stderr:\n{err}");
     let lines = nonempty_lines(&err);
     assert_eq!(
-        lines.first().copied(),
-        Some("heddle: error: compilation failed:"),
-        "first line, stderr:\n{err}"
+        lines.last().copied(),
+        Some("heddle: error: compilation failed (clang exited with status 1)"),
+        "last line, stderr:\n{err}"
     );
     assert!(
         err.contains(diagnostic),
@@ -774,7 +776,8 @@ fn legacy_accepts_kr_c_that_is_rejected_without_it() {
         "without --legacy, stderr:\n{err}"
     );
     assert!(
-        err.starts_with("heddle: error: compilation failed:"),
+        err.trim_end()
+            .ends_with("heddle: error: compilation failed (clang exited with status 1)"),
         "without --legacy: {err}"
     );
     for flag in ["[-Wimplicit-int]", "[-Wimplicit-function-declaration]"] {
@@ -1325,4 +1328,139 @@ fn declared_rust_version_covers_every_dependency() {
             );
         }
     }
+}
+
+// ------------------------------------------------------- 6. the cache key
+
+#[test]
+fn cache_key_covers_every_header_read_under_include_paths() {
+    let tc = toolchain();
+    let dir = tempdir();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("include/deep")).unwrap();
+    let src = root.join("src/main.c");
+    std::fs::write(
+        &src,
+        "#include \"config.h\"\nint main(void) { return VALUE; }\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("include/config.h"), "#include \"deep/value.h\"\n").unwrap();
+    let value = root.join("include/deep/value.h");
+    std::fs::write(&value, "#define VALUE 3\n").unwrap();
+    let flags = vec![format!("-I{}", root.join("include").display())];
+    let build = || heddle::cc::compile_cached(tc, std::slice::from_ref(&src), &flags).expect("compile");
+
+    let first = build();
+    assert_eq!(build(), first, "unchanged inputs must reuse the entry");
+    // A header two includes deep, outside the source's directory.
+    std::fs::write(&value, "#define VALUE 4\n").unwrap();
+    let edited = build();
+    assert_ne!(edited, first, "an edited header under -I must rebuild");
+    assert_ne!(
+        std::fs::read(&edited).unwrap(),
+        std::fs::read(&first).unwrap()
+    );
+    std::fs::write(&value, "#define VALUE 3\n").unwrap();
+    assert_eq!(
+        build(),
+        first,
+        "the first entry holds for the first contents"
+    );
+    // The flags are part of the key too.
+    let mut o0 = flags.clone();
+    o0.push("-O0".into());
+    let other = heddle::cc::compile_cached(tc, std::slice::from_ref(&src), &o0).unwrap();
+    assert_ne!(other, first);
+}
+
+#[test]
+fn driver_compiles_links_archives_and_answers_queries_like_clang() {
+    installed();
+    let dir = tempdir();
+    let d = dir.path();
+    std::fs::write(d.join("twice.h"), "int twice(int);\n").unwrap();
+    std::fs::write(
+        d.join("twice.c"),
+        "#include \"twice.h\"\nint twice(int x) { return 2 * x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("main.c"),
+        "#include <stdio.h>\n#include \"twice.h\"\nint main(void) { printf(\"%d\\n\", twice(21)); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("args.rsp"), "-c 'main.c' -o main.o\n").unwrap();
+    let sh = |script: &str| {
+        let o = Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(d)
+            .env("H", env!("CARGO_BIN_EXE_heddle"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{script}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        // A driver prints nothing on success (configure reads stderr).
+        assert_eq!(text(&o.stderr), "", "{script}: stderr");
+        text(&o.stdout)
+    };
+    sh("\"$H\" cc -c twice.c");
+    sh("\"$H\" cc @args.rsp");
+    let ar = toolchain().ar.display().to_string();
+    sh(&format!("'{ar}' rcs libtwice.a twice.o"));
+    sh("\"$H\" cc main.o -L. -ltwice");
+    let run = heddle()
+        .current_dir(d)
+        .args(["run", "a.out", "--show-output"])
+        .output()
+        .unwrap();
+    assert!(text(&run.stdout).contains("42"), "{}", text(&run.stdout));
+    assert!(sh("\"$H\" cc -E twice.c").contains("int twice(int x)"));
+    let deps = sh("\"$H\" cc -MM main.c");
+    assert!(deps.starts_with("main.o: main.c"), "{deps}");
+    assert!(deps.contains("twice.h"), "{deps}");
+    sh("\"$H\" cc -MD -MF main.d -c main.c -o main2.o; test -s main.d; test -s main2.o");
+    assert!(sh("\"$H\" cc -S twice.c -o -").contains("twice"));
+    assert_eq!(
+        sh("\"$H\" cc -dumpmachine").trim(),
+        "wasm32-unknown-wasip1-threads"
+    );
+    assert!(sh("\"$H\" c++ --version").contains("clang version"));
+    // A module is a target by its contents, whatever its name.
+    sh("\"$H\" cc main.c twice.c -o twice-prog");
+    let run = heddle()
+        .current_dir(d)
+        .args(["run", "./twice-prog"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&run.stdout).starts_with("verdict: pass"),
+        "{}",
+        text(&run.stdout)
+    );
+    // A wasm object is not a target, and text is not a linker input.
+    let run = heddle()
+        .current_dir(d)
+        .args(["run", "main.o"])
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &run,
+        "main.o is a wasm object file (compiled with -c), not a linked module",
+    );
+    std::fs::write(d.join("notes.txt"), "hello\n").unwrap();
+    let o = heddle_out(&[
+        "cc",
+        path_str(&d.join("main.o")),
+        path_str(&d.join("notes.txt")),
+    ]);
+    assert_one_line_error(
+        &o,
+        "notes.txt is not a C or C++ source file, a wasm object file or an archive",
+    );
 }

@@ -1,13 +1,18 @@
-//! `heddle cc`: compiling pthread C/C++ to a module heddle can run.
+//! `heddle cc` / `heddle c++`: a clang driver that build systems accept, and
+//! the cached compilation behind targets named by their source.
 //!
-//! The driver adds what every target needs: the target triple and sysroot,
-//! `-pthread`, `-g` (DWARF is what turns sites into `file:line`), `-O1` unless
-//! the user chose an optimisation level, shared imported memory, the guest
-//! SDK on the include path and its compatibility library on the link line.
-//! C++ additionally gets `-fno-exceptions -fno-strict-return` (falling off the
-//! end of a non-void function is `unreachable` at -O1, a trap that has nothing
-//! to do with concurrency). After linking, a module that contains one of
-//! wasm-ld's trap stubs is rejected with the symbol named.
+//! The driver behaves like clang — `-c`, `-E`, `-S`, `-M`/`-MD`/`-MF`,
+//! `-fsyntax-only`, `-o` with any name (`a.out` by default), `.o`/`.a`
+//! inputs, `-l`/`-L`, `-x`, `@response` files, `-Wl,` — and adds what every
+//! target needs: the target triple and sysroot, `-pthread`, `-g` (DWARF is
+//! what turns sites into `file:line`), [`DEFAULT_OPT`] unless the user chose
+//! an optimisation level, the guest SDK on the include path and its
+//! compatibility library, shared imported memory and the memory limit at the
+//! final link. C++ additionally gets `-fno-exceptions -fno-strict-return`
+//! (falling off the end of a non-void function is `unreachable` once
+//! optimised, a trap that has nothing to do with concurrency). A linked
+//! module that contains one of wasm-ld's trap stubs is rejected with the
+//! symbol named.
 //!
 //! Modules are reproducible: the same sources, flags and toolchain give the
 //! same bytes whatever the checkout path, the cache path, the working
@@ -18,16 +23,22 @@
 //! names (`/heddle/sysroot`, `/heddle/resource`, `/heddle/sdk`).
 
 use super::flags::{path_map_flags, project_root, target_flags, EMULATION_DEFINES};
-use super::{is_cxx_source, is_source, Toolchain};
+use super::Toolchain;
 use crate::modinfo::ModuleInfo;
 use crate::paths;
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// Linear memory limit of every module: 64 MiB.
 pub const MAX_MEMORY: u64 = 64 << 20;
+
+/// The optimisation level when the user gives none. Chosen by measurement
+/// on the bundled targets (`benches/opt-level.sh`, `benches/RESULTS.md`):
+/// `-O0` keeps every local in linear memory, so each run makes several
+/// times as many scheduling points for the same logic.
+pub const DEFAULT_OPT: &str = "-O1";
 
 /// Flags accepted by old C (implicit declarations, implicit int, K&R
 /// definitions) that clang 19 rejects by default.
@@ -43,67 +54,57 @@ pub const LEGACY_FLAGS: &[&str] = &[
     "-Wno-implicit-int",
 ];
 
+/// What an invocation produces, as clang decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// No input at all (`--version`, `-v`, `-print-file-name=…`): clang
+    /// only answers about itself.
+    Query,
+    /// `-E`, `-M`, `-MM`: preprocess only.
+    Preprocess,
+    /// `-fsyntax-only`: check only.
+    SyntaxOnly,
+    /// `-S`: compile to assembly.
+    Assemble,
+    /// `-c`: compile to wasm object files.
+    Compile,
+    /// Compile what needs compiling and link a module.
+    Link,
+}
+
+/// How clang will treat one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    C,
+    Cxx,
+    /// Assembly, preprocessed output of another language, …: compiled by
+    /// clang, not by heddle's rules.
+    Other,
+    /// Object files, archives and anything else clang hands to the linker.
+    Linker,
+}
+
+/// One input file of an invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub path: PathBuf,
+    pub lang: Lang,
+}
+
 /// One compiler invocation.
 #[derive(Debug, Clone, Default)]
 pub struct CcRequest {
-    /// Everything the user passed: clang flags, source files, `-o out`.
+    /// Everything the user passed (response files expanded): clang flags,
+    /// inputs, `-o out`.
     pub args: Vec<String>,
     /// Accept old C (see [`LEGACY_FLAGS`]).
     pub legacy: bool,
+    /// Invoked as `heddle c++`: compile every source as C++ and link the
+    /// C++ library, as `clang++` does.
+    pub cxx: bool,
     /// The directory file names in the module are relative to (default:
     /// the project root above the working directory, see [`project_root`]).
     pub root: Option<PathBuf>,
-}
-
-impl CcRequest {
-    /// Source files among the arguments.
-    pub fn sources(&self) -> Vec<PathBuf> {
-        let mut skip = false;
-        let mut out = Vec::new();
-        for a in &self.args {
-            if std::mem::take(&mut skip) {
-                continue;
-            }
-            if takes_value(a) {
-                skip = true;
-                continue;
-            }
-            let p = Path::new(a);
-            if !a.starts_with('-') && is_source(p) {
-                out.push(p.to_path_buf());
-            }
-        }
-        out
-    }
-
-    /// The `-o` output, if given.
-    pub fn output(&self) -> Option<PathBuf> {
-        let mut it = self.args.iter();
-        while let Some(a) = it.next() {
-            if a == "-o" {
-                return it.next().map(PathBuf::from);
-            }
-            if let Some(rest) = a.strip_prefix("-o") {
-                if !rest.is_empty() {
-                    return Some(PathBuf::from(rest));
-                }
-            }
-        }
-        None
-    }
-
-    fn has(&self, flag: &str) -> bool {
-        self.args.iter().any(|a| a == flag)
-    }
-
-    /// Whether the invocation links (no `-c`, `-S`, `-E`).
-    pub fn links(&self) -> bool {
-        !(self.has("-c") || self.has("-S") || self.has("-E") || self.has("-fsyntax-only"))
-    }
-
-    fn is_cxx(&self) -> bool {
-        self.sources().iter().any(|s| is_cxx_source(s))
-    }
 }
 
 /// Flags that take the next argument as their value.
@@ -116,20 +117,281 @@ fn takes_value(flag: &str) -> bool {
             | "-D"
             | "-U"
             | "-include"
+            | "-imacros"
             | "-isystem"
+            | "-idirafter"
+            | "-iquote"
+            | "-iprefix"
+            | "-iwithprefix"
+            | "-iwithprefixbefore"
+            | "-isysroot"
             | "-x"
             | "-MF"
             | "-MT"
+            | "-MQ"
             | "-Xlinker"
-            | "-idirafter"
-            | "-iquote"
+            | "-Xclang"
+            | "-Xpreprocessor"
+            | "-Xassembler"
+            | "-mllvm"
+            | "-target"
+            | "-u"
+            | "-z"
+            | "-T"
+            | "-e"
+            | "--param"
     )
+}
+
+/// The language `-x NAME` selects.
+fn lang_of_x(name: &str) -> Option<Lang> {
+    match name {
+        "none" => None,
+        "c" | "c-header" | "cpp-output" => Some(Lang::C),
+        "c++" | "c++-header" | "c++-cpp-output" => Some(Lang::Cxx),
+        _ => Some(Lang::Other),
+    }
+}
+
+/// The language clang infers from a file name.
+pub fn lang_of_path(path: &Path) -> Lang {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("c" | "i" | "h") => Lang::C,
+        Some("cc" | "cpp" | "cxx" | "C" | "c++" | "cp" | "CPP" | "ii" | "hpp" | "hh" | "hxx") => {
+            Lang::Cxx
+        }
+        Some("s" | "S" | "sx") => Lang::Other,
+        _ => Lang::Linker,
+    }
+}
+
+/// Expands `@file` response files (GNU syntax: whitespace-separated words,
+/// single and double quotes, backslash escapes), recursively.
+pub fn expand_response_files(args: &[String]) -> Result<Vec<String>> {
+    fn go(args: &[String], depth: usize, out: &mut Vec<String>) -> Result<()> {
+        for a in args {
+            match a.strip_prefix('@') {
+                Some(file) if !file.is_empty() => {
+                    if depth > 16 {
+                        bail!("response file {file}: nested too deeply");
+                    }
+                    let text = fs::read_to_string(file)
+                        .with_context(|| format!("cannot read response file {file}"))?;
+                    go(&split_words(&text), depth + 1, out)?;
+                }
+                _ => out.push(a.clone()),
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    go(args, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Splits a response file into words.
+fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') | (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+                in_word = true;
+            }
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    words
+}
+
+/// Flags that only ask clang about itself (`--version`, `-dumpmachine`,
+/// `-print-file-name=…`): such an invocation needs no input.
+fn is_query(flag: &str) -> bool {
+    matches!(
+        flag,
+        "-v" | "--version" | "-###" | "-dumpversion" | "-dumpmachine" | "--help"
+    ) || flag.starts_with("-print-")
+        || flag.starts_with("--print-")
+}
+
+/// True when `bytes` start like a wasm module or object file.
+fn is_wasm(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\0asm")
+}
+
+impl CcRequest {
+    /// A request from a command line as the user typed it (response files
+    /// are expanded here).
+    pub fn new(args: &[String]) -> Result<CcRequest> {
+        let mut args = expand_response_files(args)?;
+        let legacy = args.iter().any(|a| a == "--legacy");
+        args.retain(|a| a != "--legacy");
+        Ok(CcRequest {
+            args,
+            legacy,
+            ..CcRequest::default()
+        })
+    }
+
+    /// The inputs, in order, with the language clang will give each.
+    pub fn inputs(&self) -> Vec<Input> {
+        let mut out = Vec::new();
+        let mut x: Option<Lang> = None;
+        let mut it = self.args.iter();
+        while let Some(a) = it.next() {
+            if a == "-x" {
+                x = it.next().and_then(|n| lang_of_x(n));
+                continue;
+            }
+            if let Some(n) = a.strip_prefix("-x") {
+                x = lang_of_x(n);
+                continue;
+            }
+            if takes_value(a) {
+                it.next();
+                continue;
+            }
+            if a.starts_with('-') && a != "-" {
+                continue;
+            }
+            let path = PathBuf::from(a);
+            let lang = x.unwrap_or_else(|| lang_of_path(&path));
+            out.push(Input { path, lang });
+        }
+        out
+    }
+
+    /// C and C++ source files among the inputs.
+    pub fn sources(&self) -> Vec<PathBuf> {
+        self.inputs()
+            .into_iter()
+            .filter(|i| matches!(i.lang, Lang::C | Lang::Cxx))
+            .map(|i| i.path)
+            .collect()
+    }
+
+    /// The `-o` output, if given.
+    pub fn output(&self) -> Option<PathBuf> {
+        let mut found = None;
+        let mut it = self.args.iter();
+        while let Some(a) = it.next() {
+            if a == "-o" {
+                found = it.next().map(PathBuf::from);
+            } else if let Some(rest) = a.strip_prefix("-o") {
+                if !rest.is_empty() {
+                    found = Some(PathBuf::from(rest));
+                }
+            } else if takes_value(a) {
+                it.next();
+            }
+        }
+        found
+    }
+
+    fn has(&self, flag: &str) -> bool {
+        self.args.iter().any(|a| a == flag)
+    }
+
+    /// What the invocation produces (clang's precedence: `-E` over
+    /// `-fsyntax-only` over `-S` over `-c`).
+    pub fn mode(&self) -> Mode {
+        if self.inputs().is_empty() {
+            Mode::Query
+        } else if self.has("-E") || self.has("-M") || self.has("-MM") {
+            Mode::Preprocess
+        } else if self.has("-fsyntax-only") {
+            Mode::SyntaxOnly
+        } else if self.has("-S") {
+            Mode::Assemble
+        } else if self.has("-c") {
+            Mode::Compile
+        } else {
+            Mode::Link
+        }
+    }
+
+    /// Whether the invocation links a module.
+    pub fn links(&self) -> bool {
+        self.mode() == Mode::Link
+    }
+
+    /// Whether clang++ drives it: `heddle c++`, or a C++ input.
+    pub fn is_cxx(&self) -> bool {
+        self.cxx || self.inputs().iter().any(|i| i.lang == Lang::Cxx)
+    }
+
+    /// The module a linking invocation writes (`a.out` without `-o`).
+    pub fn linked_output(&self) -> Option<PathBuf> {
+        self.links()
+            .then(|| self.output().unwrap_or_else(|| PathBuf::from("a.out")))
+    }
+
+    /// Checks the inputs without a toolchain: each exists, and each that
+    /// clang would hand to the linker is a wasm object file or an archive.
+    pub fn check(&self) -> Result<()> {
+        let inputs = self.inputs();
+        if inputs.is_empty() && !self.args.iter().any(|a| is_query(a)) {
+            bail!("no input files");
+        }
+        for i in &inputs {
+            if i.path.as_os_str() == "-" {
+                continue;
+            }
+            if !i.path.exists() {
+                bail!("{}: no such file", i.path.display());
+            }
+            if i.lang == Lang::Linker {
+                let mut head = [0u8; 8];
+                let n = fs::File::open(&i.path)
+                    .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+                    .with_context(|| format!("{}: cannot read", i.path.display()))?;
+                let head = &head[..n];
+                if !is_wasm(head) && !head.starts_with(b"!<arch>\n") {
+                    bail!(
+                        "{} is not a C or C++ source file, a wasm object file or an archive",
+                        i.path.display()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The full clang command line for `req` (without running it).
 pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     let cxx = req.is_cxx();
+    let mode = req.mode();
     let mut cmd = Command::new(if cxx { &tc.clangxx } else { &tc.clang });
+    if mode == Mode::Query {
+        cmd.args(target_flags(tc).iter().filter(|f| *f != "-pthread"));
+        cmd.args(&req.args);
+        return cmd;
+    }
     cmd.args(target_flags(tc));
     cmd.arg("-g");
     let root = req
@@ -138,7 +400,7 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
         .unwrap_or_else(|| project_root(&std::env::current_dir().unwrap_or_default()));
     cmd.args(path_map_flags(tc, &root));
     if !req.args.iter().any(|a| a.starts_with("-O")) {
-        cmd.arg("-O1");
+        cmd.arg(DEFAULT_OPT);
     }
     cmd.arg(format!("-I{}", tc.sdk_include.display()));
     cmd.arg("-include")
@@ -150,96 +412,222 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     if req.legacy {
         cmd.args(LEGACY_FLAGS);
     }
-    cmd.args(&req.args);
-    if req.links() {
+    if mode == Mode::Link {
+        // Before the user's arguments, so that a user's own -Wl, option of
+        // the same name wins.
         cmd.arg(format!(
             "-Wl,--import-memory,--export-memory,--max-memory={MAX_MEMORY}"
         ));
+    }
+    cmd.args(&req.args);
+    if mode == Mode::Link {
+        cmd.args(super::flags::COMPAT_LINK_FLAGS);
         cmd.arg(&tc.compat_lib);
     }
     cmd
 }
 
-impl CcRequest {
-    /// Checks the arguments without a toolchain: at least one existing C/C++
-    /// source and an output. Returns the output path.
-    pub fn check(&self) -> Result<PathBuf> {
-        let sources = self.sources();
-        if sources.is_empty() {
-            if let Some(other) = self
-                .args
-                .iter()
-                .find(|a| !a.starts_with('-') && Path::new(a).exists())
-            {
-                bail!("{other} is not a C or C++ source file (expected .c, .cc, .cpp or .cxx)");
-            }
-            if let Some(missing) = self
-                .args
-                .iter()
-                .find(|a| !a.starts_with('-') && !Path::new(a).exists())
-            {
-                bail!("{missing}: no such file");
-            }
-            bail!("no C or C++ source file given");
+/// Runs clang for `req` as a compiler driver does: clang's output and
+/// diagnostics go straight to the user; a failure is an error after them.
+/// A linked module is then checked for trap stubs (an error removes it).
+pub fn drive(tc: &Toolchain, req: &CcRequest) -> Result<()> {
+    req.check()?;
+    let linked = req.linked_output();
+    let status = command_line(tc, req)
+        .stdin(Stdio::inherit())
+        .status()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    if !status.success() {
+        if let Some(out) = &linked {
+            let _ = fs::remove_file(out);
         }
-        for s in &sources {
-            if !s.exists() {
-                bail!("{}: no such file", s.display());
-            }
+        match status.code() {
+            Some(code) => bail!("compilation failed (clang exited with status {code})"),
+            None => bail!("compilation failed (clang was killed by a signal)"),
         }
-        self.output().context("no output given: use -o out.wasm")
     }
+    if let Some(out) = linked.filter(|o| o.as_os_str() != "-") {
+        check_linked_file(&out)?;
+    }
+    Ok(())
 }
 
-/// Runs clang for `req`. Compile errors come back with clang's own message;
-/// a linked module is checked for trap stubs.
-pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<PathBuf> {
-    let out = req.check()?;
-    let mut cmd = command_line(tc, req);
-    let res = cmd
+/// Reads a module just linked and rejects it (removing it) when it holds a
+/// trap stub.
+fn check_linked_file(out: &Path) -> Result<()> {
+    let bytes = fs::read(out).with_context(|| format!("cannot read {}", out.display()))?;
+    if let Err(e) = check_linked(&bytes) {
+        let _ = fs::remove_file(out);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Runs clang for `req`, capturing its diagnostics: compile errors come
+/// back as the error with clang's own message (warnings are printed). A
+/// linked module is checked for trap stubs. Returns the output, if any.
+pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<Option<PathBuf>> {
+    req.check()?;
+    let out = req.linked_output().or_else(|| req.output());
+    let res = command_line(tc, req)
         .output()
         .with_context(|| format!("cannot run {}", tc.clang.display()))?;
-    // Warnings go to the user as they are.
     let stderr = String::from_utf8_lossy(&res.stderr);
     if !res.status.success() {
-        let _ = fs::remove_file(&out);
+        if let Some(out) = &out {
+            let _ = fs::remove_file(out);
+        }
         bail!("compilation failed:\n{}", stderr.trim_end());
     }
     if !stderr.trim().is_empty() {
         eprintln!("{}", stderr.trim_end());
     }
-    if req.links() {
-        let bytes = fs::read(&out).with_context(|| format!("cannot read {}", out.display()))?;
-        if let Err(e) = check_linked(&bytes) {
-            let _ = fs::remove_file(&out);
-            return Err(e);
-        }
+    if let Some(linked) = req.linked_output() {
+        check_linked_file(&linked)?;
     }
     Ok(out)
 }
 
-/// Rejects a linked module that contains wasm-ld trap stubs.
+/// Rejects a linked module that contains a wasm-ld trap stub for an
+/// undefined weak symbol. Stubs for calls with another signature
+/// (`signature_mismatch:…`, what autoconf's link probes and old C make)
+/// are kept: the instrumentation step turns them into adapters.
 pub fn check_linked(bytes: &[u8]) -> Result<()> {
     let info = ModuleInfo::parse(bytes)?;
-    if let Some(stub) = info.trap_stubs().first() {
-        let why = if stub.starts_with("signature_mismatch:") {
-            "a function is called with a signature that differs from its definition"
-        } else {
-            "a weak symbol is undefined"
-        };
+    if let Some(stub) = info
+        .trap_stubs()
+        .iter()
+        .find(|s| !s.starts_with("signature_mismatch:"))
+    {
         bail!(
-            "module rejected: wasm-ld inserted the trap stub `{stub}` ({why}); it would trap at run time for a reason unrelated to concurrency — fix the declaration"
+            "module rejected: wasm-ld inserted the trap stub `{stub}` (a weak symbol is undefined); it would trap at run time for a reason unrelated to concurrency — fix the declaration"
         );
     }
     Ok(())
+}
+
+/// `flags` with the default optimisation level made explicit, so that what
+/// a replay records names the level it was built at.
+pub fn with_opt_level(flags: &[String]) -> Vec<String> {
+    let mut v = flags.to_vec();
+    if !v.iter().any(|f| f.starts_with("-O")) {
+        v.push(DEFAULT_OPT.to_string());
+    }
+    v
+}
+
+/// The headers a make-style dependency file lists after its target.
+fn parse_depfile(text: &str) -> Vec<PathBuf> {
+    let joined = text.replace("\\\n", " ");
+    let body = match joined.find(": ") {
+        Some(i) => &joined[i + 2..],
+        None => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek() == Some(&' ') {
+            cur.push(' ');
+            chars.next();
+        } else if c.is_whitespace() {
+            if !cur.is_empty() {
+                out.push(PathBuf::from(std::mem::take(&mut cur)));
+            }
+        } else {
+            cur.push(c);
+        }
+    }
+    if !cur.is_empty() {
+        out.push(PathBuf::from(cur));
+    }
+    out
+}
+
+/// How the cache names a file the compiler read: relative to the project
+/// root when under it (so that the entry holds in another checkout), else
+/// its absolute path.
+fn dep_name(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The file a dependency name stands for.
+fn dep_path(root: &Path, name: &str) -> PathBuf {
+    let p = Path::new(name);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        root.join(p)
+    }
+}
+
+/// The files `tc` itself provides (covered by its identity, not hashed).
+fn in_toolchain(tc: &Toolchain, path: &Path) -> bool {
+    let mut dirs = vec![tc.sysroot.clone()];
+    dirs.extend(tc.resource_dir.clone());
+    dirs.extend(tc.sdk_include.parent().map(Path::to_path_buf));
+    dirs.extend(
+        tc.clang
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf),
+    );
+    dirs.iter().any(|d| {
+        let canon = d.canonicalize().unwrap_or_else(|_| d.clone());
+        path.starts_with(d) || path.starts_with(&canon)
+    })
+}
+
+/// The headers (besides the sources) that compiling `sources` with `flags`
+/// reads, outside the toolchain, found with clang's `-M`: canonical paths.
+fn read_headers(
+    tc: &Toolchain,
+    root: &Path,
+    sources: &[PathBuf],
+    flags: &[String],
+    scratch: &Path,
+) -> Result<Vec<PathBuf>> {
+    let mut all = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let depfile = scratch.join(format!("{i}.d"));
+        let mut args: Vec<String> = flags.to_vec();
+        args.extend([
+            s.display().to_string(),
+            "-M".into(),
+            "-MF".into(),
+            depfile.display().to_string(),
+        ]);
+        let req = CcRequest {
+            args,
+            root: Some(root.to_path_buf()),
+            ..CcRequest::default()
+        };
+        compile(tc, &req)?;
+        let text = fs::read_to_string(&depfile)
+            .with_context(|| format!("cannot read {}", depfile.display()))?;
+        for dep in parse_depfile(&text) {
+            let dep = dep.canonicalize().unwrap_or(dep);
+            if sources.contains(&dep) || in_toolchain(tc, &dep) || all.contains(&dep) {
+                continue;
+            }
+            all.push(dep);
+        }
+    }
+    all.sort();
+    Ok(all)
 }
 
 /// Compiles `sources` (with extra clang `flags`) into a content-addressed
 /// cache entry and returns its path; a second call with unchanged inputs
 /// returns at once. The key covers everything that ends up in the module:
 /// the toolchain, the flags, each source's name (relative to the project
-/// root, as debug info records it) and contents, and every header beside
-/// the sources. Nothing in it depends on where the project or the cache is.
+/// root, as debug info records it) and contents, and every header the
+/// compiler read outside the toolchain (found with `-M` when the entry is
+/// built, and recorded beside it, as ccache's direct mode does). Nothing in
+/// it depends on where the project or the cache is.
 pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> Result<PathBuf> {
     let mut canonical = Vec::new();
     for s in sources {
@@ -248,79 +636,89 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
                 .with_context(|| format!("{}: cannot read source", s.display()))?,
         );
     }
-    let first_dir = canonical[0]
+    let first_dir = canonical
+        .first()
+        .context("no source given")?
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let root = project_root(&first_dir);
-    let relative = |p: &Path| -> String {
-        p.strip_prefix(&root)
-            .unwrap_or(p)
-            .to_string_lossy()
-            .into_owned()
-    };
-    let mut key = format!("heddle-cc-2\n{}\n{}\n", tc.identity, flags.join("\x1f"));
-    let mut dirs = Vec::new();
+    let mut base = format!("heddle-cc-3\n{}\n{}\n", tc.identity, flags.join("\x1f"));
     for s in &canonical {
         let text = fs::read(s).with_context(|| format!("{}: cannot read source", s.display()))?;
-        key.push_str(&format!("{}={}\n", relative(s), paths::sha256_hex(&text)));
-        let dir = s.parent().map(Path::to_path_buf).unwrap_or_default();
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
-        }
+        base.push_str(&format!(
+            "{}={}\n",
+            dep_name(&root, s),
+            paths::sha256_hex(&text)
+        ));
     }
-    for d in &dirs {
-        let dir = if d.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            d.as_path()
-        };
-        let mut headers: Vec<PathBuf> = fs::read_dir(dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| {
-                        matches!(
-                            p.extension().and_then(|e| e.to_str()),
-                            Some("h" | "hpp" | "hh" | "hxx" | "inc")
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        headers.sort();
-        for h in headers {
-            if let Ok(text) = fs::read(&h) {
-                key.push_str(&format!("{}={}\n", relative(&h), paths::sha256_hex(&text)));
-            }
-        }
-    }
-    let hash = paths::sha256_hex(key.as_bytes());
+    let base_hash = paths::sha256_hex(base.as_bytes())[..32].to_string();
     let dir = paths::cache_dir("cc")?;
-    let out = dir.join(format!("{}.wasm", &hash[..32]));
-    if out.exists() {
+    let deps_file = dir.join(format!("{base_hash}.deps"));
+    // The entry for a list of (header name, content hash) pairs.
+    let entry = |deps: &str| {
+        let full = paths::sha256_hex(format!("{base}{deps}").as_bytes());
+        dir.join(format!("{}.wasm", &full[..32]))
+    };
+    // Every header as it is now, when the recorded list still holds.
+    let current = |recorded: &str| -> Option<String> {
+        let mut now = String::new();
+        for line in recorded.lines() {
+            let (name, _) = line.rsplit_once('\t')?;
+            let text = fs::read(dep_path(&root, name)).ok()?;
+            now.push_str(&format!("{name}\t{}\n", paths::sha256_hex(&text)));
+        }
+        Some(now)
+    };
+    let hit = || -> Option<PathBuf> {
+        let recorded = fs::read_to_string(&deps_file).ok()?;
+        let now = current(&recorded)?;
+        let out = entry(&now);
+        (now == recorded && out.exists()).then_some(out)
+    };
+    if let Some(out) = hit() {
         return Ok(out);
     }
-    let _lock = paths::CacheLock::acquire(&dir.join(format!("{}.lock", &hash[..32])))?;
-    if out.exists() {
+    let _lock = paths::CacheLock::acquire(&dir.join(format!("{base_hash}.lock")))?;
+    if let Some(out) = hit() {
         return Ok(out);
     }
     // Link under the final file name (wasm-ld records it in the name
     // section), in a private directory, then move it into place.
-    let tmp_dir = dir.join(format!("tmp-{}-{}", &hash[..16], std::process::id()));
+    let tmp_dir = dir.join(format!("tmp-{}-{}", &base_hash[..16], std::process::id()));
     fs::create_dir_all(&tmp_dir)?;
-    let tmp = tmp_dir.join(format!("{}.wasm", &hash[..32]));
-    let mut args: Vec<String> = flags.to_vec();
-    args.extend(canonical.iter().map(|s| s.display().to_string()));
-    args.push("-o".into());
-    args.push(tmp.display().to_string());
-    let req = CcRequest {
-        args,
-        legacy: false,
-        root: Some(root),
-    };
-    let res = compile(tc, &req).and_then(|_| Ok(fs::rename(&tmp, &out)?));
+    let res = (|| -> Result<PathBuf> {
+        let headers = read_headers(tc, &root, &canonical, flags, &tmp_dir)?;
+        let mut deps = String::new();
+        for h in &headers {
+            let text = fs::read(h).with_context(|| format!("cannot read {}", h.display()))?;
+            deps.push_str(&format!(
+                "{}\t{}\n",
+                dep_name(&root, h),
+                paths::sha256_hex(&text)
+            ));
+        }
+        let out = entry(&deps);
+        if !out.exists() {
+            let name = out.file_name().context("cache entry name")?;
+            let tmp = tmp_dir.join(name);
+            let mut args: Vec<String> = flags.to_vec();
+            args.extend(canonical.iter().map(|s| s.display().to_string()));
+            args.push("-o".into());
+            args.push(tmp.display().to_string());
+            let req = CcRequest {
+                args,
+                root: Some(root.clone()),
+                ..CcRequest::default()
+            };
+            compile(tc, &req)?;
+            fs::rename(&tmp, &out)?;
+        }
+        paths::write_atomic(&deps_file, deps.as_bytes())?;
+        Ok(out)
+    })();
     let _ = fs::remove_dir_all(&tmp_dir);
-    res.map(|_| out)
+    res
 }
 
 #[cfg(test)]
@@ -330,13 +728,12 @@ mod tests {
     fn req(args: &[&str]) -> CcRequest {
         CcRequest {
             args: args.iter().map(|s| s.to_string()).collect(),
-            legacy: false,
-            root: None,
+            ..CcRequest::default()
         }
     }
 
     #[test]
-    fn finds_sources_and_output() {
+    fn finds_inputs_output_and_mode() {
         let r = req(&["-O2", "-I", "inc.c", "a.c", "b.cpp", "-o", "x.wasm", "-DX"]);
         assert_eq!(
             r.sources(),
@@ -344,11 +741,47 @@ mod tests {
         );
         assert_eq!(r.output(), Some(PathBuf::from("x.wasm")));
         assert!(r.is_cxx());
-        assert!(r.links());
-        assert!(!req(&["-c", "a.c"]).links());
+        assert_eq!(r.mode(), Mode::Link);
+        assert_eq!(r.linked_output(), Some(PathBuf::from("x.wasm")));
+        assert_eq!(req(&["-c", "a.c"]).mode(), Mode::Compile);
+        assert_eq!(req(&["-c", "-E", "a.c"]).mode(), Mode::Preprocess);
+        assert_eq!(req(&["-MM", "a.c"]).mode(), Mode::Preprocess);
+        assert_eq!(req(&["-MD", "-c", "a.c"]).mode(), Mode::Compile);
+        assert_eq!(req(&["-S", "-c", "a.c"]).mode(), Mode::Assemble);
+        assert_eq!(req(&["a.o", "lib.a"]).linked_output(), Some("a.out".into()));
+        assert_eq!(req(&["-ox.wasm", "a.c"]).output(), Some("x.wasm".into()));
+        let x = req(&["-x", "c++", "k.txt", "-x", "none", "m.o", "-xc", "n"]);
+        let langs: Vec<Lang> = x.inputs().iter().map(|i| i.lang).collect();
+        assert_eq!(langs, vec![Lang::Cxx, Lang::Linker, Lang::C]);
+        assert!(x.is_cxx());
+        let c = req(&["-MF", "dep.c", "-lm", "-Wl,-z,stack-size=65536", "main.c"]);
+        assert_eq!(c.sources(), vec![PathBuf::from("main.c")]);
+        assert!(!c.is_cxx());
+    }
+
+    #[test]
+    fn response_files_and_depfiles() {
         assert_eq!(
-            req(&["-ox.wasm", "a.c"]).output(),
-            Some(PathBuf::from("x.wasm"))
+            split_words("-DA=1 'two words' \"q\\\"x\"\n  back\\ slash"),
+            vec!["-DA=1", "two words", "q\"x", "back slash"]
         );
+        assert_eq!(
+            parse_depfile("x.o: a.c /usr/x.h \\\n  my\\ dir/b.h\n"),
+            vec![
+                PathBuf::from("a.c"),
+                PathBuf::from("/usr/x.h"),
+                PathBuf::from("my dir/b.h")
+            ]
+        );
+        assert!(expand_response_files(&["@/nonexistent/rsp".into()])
+            .unwrap_err()
+            .to_string()
+            .contains("cannot read response file /nonexistent/rsp"));
+    }
+
+    #[test]
+    fn default_opt_level_is_made_explicit() {
+        assert_eq!(with_opt_level(&["-DX".into()]), vec!["-DX", DEFAULT_OPT]);
+        assert_eq!(with_opt_level(&["-O0".into()]), vec!["-O0"]);
     }
 }

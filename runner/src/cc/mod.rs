@@ -19,12 +19,13 @@
 pub mod bootstrap;
 pub mod compile;
 pub mod flags;
+pub mod glue;
 pub mod sdk;
 
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 
-pub use compile::{compile, compile_cached, CcRequest};
+pub use compile::{compile, compile_cached, drive, CcRequest};
 
 /// Which kind of toolchain is in use.
 #[derive(Debug, Clone, PartialEq, Eq)]

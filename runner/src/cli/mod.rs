@@ -210,6 +210,15 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
+    /// Compile and link C++ like clang++ (every flag as for `heddle cc`).
+    #[command(
+        name = "c++",
+        after_help = "Examples:\n  heddle c++ -std=c++17 -c worker.cpp -o worker.o\n  heddle c++ main.o worker.o -o prog"
+    )]
+    Cxx {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
     /// Run a target once and print its verdict.
     #[command(
         after_help = "Examples:\n  heddle run targets/race_bank.c --seed 7 -- 2 2\n  heddle run targets/race_bank.c --strategy pct:3 --trace"
@@ -314,6 +323,21 @@ pub fn main() -> i32 {
 
 fn parse_and_dispatch() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The compiler driver takes clang's own flags (`-v`, `-o`, `-q`, …), so
+    // its arguments bypass heddle's parser; only its help goes through it.
+    if let Some(cxx) = driver_call(&args) {
+        let rest: Vec<String> = args[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return match toolchain::cc(&rest, cxx) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("{}: {}", error_prefix(), crate::text::one_line(&e));
+                EXIT_USAGE
+            }
+        };
+    }
     let parsed = command()
         .color(color_in_argv(&args))
         .try_get_matches_from(&args)
@@ -358,6 +382,18 @@ fn parse_and_dispatch() -> i32 {
     }
 }
 
+/// `Some(is_cxx)` when argv calls the compiler driver (`heddle cc ARGS` or
+/// `heddle c++ ARGS`, but not its `--help`).
+fn driver_call(args: &[std::ffi::OsString]) -> Option<bool> {
+    let cxx = match args.get(1)?.to_str()? {
+        "cc" => false,
+        "c++" => true,
+        _ => return None,
+    };
+    let help = matches!(args.get(2).and_then(|a| a.to_str()), Some("--help" | "-h"));
+    (!help).then_some(cxx)
+}
+
 /// `heddle: error`, in bold red when stderr is coloured.
 fn error_prefix() -> &'static str {
     if global().color(true) {
@@ -369,7 +405,8 @@ fn error_prefix() -> &'static str {
 
 fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
-        Cmd::Cc { args } => toolchain::cc(args),
+        Cmd::Cc { args } => toolchain::cc(&args, false),
+        Cmd::Cxx { args } => toolchain::cc(&args, true),
         Cmd::Toolchain { cmd } => toolchain::run(cmd),
         Cmd::Targets(a) => targets::targets_cmd(a),
         Cmd::Completions(a) => completions::completions_cmd(a),

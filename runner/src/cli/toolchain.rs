@@ -1,8 +1,8 @@
-//! `heddle cc` and `heddle toolchain install|doctor`.
+//! `heddle cc`, `heddle c++` and `heddle toolchain install|doctor|env|cmake`.
 
 use super::{EXIT_BUG, EXIT_OK};
 use crate::cc::{self, CcRequest};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 
 #[derive(Subcommand)]
@@ -11,6 +11,10 @@ pub enum ToolchainCmd {
     Install,
     /// Report each component: present (with its path) or missing (with how to get it).
     Doctor,
+    /// Print `export` lines for CC, CXX, AR, RANLIB, NM, CFLAGS, LDFLAGS: `eval "$(heddle toolchain env)"; make`.
+    Env,
+    /// Print the path of a CMake toolchain file: `cmake -DCMAKE_TOOLCHAIN_FILE="$(heddle toolchain cmake)"`.
+    Cmake,
 }
 
 pub fn run(cmd: ToolchainCmd) -> Result<i32> {
@@ -41,21 +45,35 @@ pub fn run(cmd: ToolchainCmd) -> Result<i32> {
                 Ok(EXIT_BUG)
             }
         }
+        ToolchainCmd::Env => {
+            for line in cc::glue::env_lines(&glue()?) {
+                println!("{line}");
+            }
+            Ok(EXIT_OK)
+        }
+        ToolchainCmd::Cmake => {
+            println!("{}", glue()?.cmake.display());
+            Ok(EXIT_OK)
+        }
     }
 }
 
-pub fn cc(mut args: Vec<String>) -> Result<i32> {
-    let legacy = args.iter().any(|a| a == "--legacy");
-    args.retain(|a| a != "--legacy");
-    let req = CcRequest {
-        args,
-        legacy,
-        root: None,
-    };
+/// The wrappers and toolchain file for this heddle binary.
+fn glue() -> Result<cc::glue::Glue> {
+    let tc = cc::ensure()?;
+    let exe = std::env::current_exe().context("cannot find the heddle executable")?;
+    cc::glue::install(&tc, &exe)
+}
+
+/// The compiler driver: clang's behaviour, heddle's target. Nothing is
+/// printed on success (configure scripts take any output on stderr for a
+/// warning); a failure exits with 2 after clang's diagnostics.
+pub fn cc(args: &[String], cxx: bool) -> Result<i32> {
+    let mut req = CcRequest::new(args)?;
+    req.cxx = cxx;
     // Bad arguments are reported before anything is installed.
     req.check()?;
     let tc = cc::ensure()?;
-    let out = cc::compile(&tc, &req)?;
-    eprintln!("heddle: wrote {}", out.display());
+    cc::drive(&tc, &req)?;
     Ok(EXIT_OK)
 }

@@ -1,0 +1,141 @@
+//! Glue for build systems: single-path compiler wrappers, the `export`
+//! lines of `heddle toolchain env` and the CMake toolchain file of
+//! `heddle toolchain cmake`.
+//!
+//! Build systems want `CC` to be one executable, so heddle writes two
+//! shell wrappers (`heddle-cc`, `heddle-c++`) that call the heddle binary
+//! that wrote them, into a directory of the cache named after that binary's
+//! path (a debug and a release build each get their own).
+
+use super::Toolchain;
+use crate::paths;
+use anyhow::{Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The files written for one heddle binary.
+#[derive(Debug, Clone)]
+pub struct Glue {
+    /// The `CC` wrapper.
+    pub cc: PathBuf,
+    /// The `CXX` wrapper.
+    pub cxx: PathBuf,
+    /// `llvm-ar`, `llvm-ranlib`, `llvm-nm` of the toolchain.
+    pub ar: PathBuf,
+    pub ranlib: PathBuf,
+    pub nm: PathBuf,
+    /// The CMake toolchain file.
+    pub cmake: PathBuf,
+}
+
+/// A shell word that stands for `s` exactly (single quotes).
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A CMake string literal for `s`.
+fn cmake_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Writes `text` to `path` unless it already holds exactly that.
+fn write_if_changed(path: &Path, text: &str, executable: bool) -> Result<()> {
+    if fs::read_to_string(path).ok().as_deref() != Some(text) {
+        paths::write_atomic(path, text.as_bytes())?;
+    }
+    if executable {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot make {} executable", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes (or refreshes) the wrappers and the CMake toolchain file for the
+/// heddle binary `heddle` and the toolchain `tc`.
+pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
+    let exe = heddle.display().to_string();
+    let dir = paths::cache_dir("toolchain")?
+        .join(format!("bin-{}", &paths::sha256_hex(exe.as_bytes())[..16]));
+    fs::create_dir_all(dir.join("Platform"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let tool = |name: &str| tc.ar.with_file_name(name);
+    let glue = Glue {
+        cc: dir.join("heddle-cc"),
+        cxx: dir.join("heddle-c++"),
+        ar: tc.ar.clone(),
+        ranlib: tool("llvm-ranlib"),
+        nm: tool("llvm-nm"),
+        cmake: dir.join("heddle.cmake"),
+    };
+    for (path, cmd) in [(&glue.cc, "cc"), (&glue.cxx, "c++")] {
+        let script = format!("#!/bin/sh\nexec {} {cmd} \"$@\"\n", sh_quote(&exe));
+        write_if_changed(path, &script, true)?;
+    }
+    let platform = "# The WASI platform for CMake, written by `heddle toolchain cmake`.\n\
+         set(WASI 1)\n\
+         set(UNIX 1)\n\
+         set(CMAKE_EXECUTABLE_SUFFIX \".wasm\")\n\
+         set(CMAKE_STATIC_LIBRARY_PREFIX \"lib\")\n\
+         set(CMAKE_STATIC_LIBRARY_SUFFIX \".a\")\n\
+         set(CMAKE_FIND_LIBRARY_PREFIXES \"lib\")\n\
+         set(CMAKE_FIND_LIBRARY_SUFFIXES \".a\")\n";
+    write_if_changed(&dir.join("Platform/WASI.cmake"), platform, false)?;
+    let q = |p: &Path| cmake_quote(&p.display().to_string());
+    let toolchain = format!(
+        "# CMake toolchain file for heddle targets, written by `heddle toolchain cmake`.\n\
+         # Use: cmake -DCMAKE_TOOLCHAIN_FILE=\"$(heddle toolchain cmake)\" ...\n\
+         set(CMAKE_SYSTEM_NAME WASI)\n\
+         set(CMAKE_SYSTEM_VERSION 1)\n\
+         set(CMAKE_SYSTEM_PROCESSOR wasm32)\n\
+         list(APPEND CMAKE_MODULE_PATH \"${{CMAKE_CURRENT_LIST_DIR}}\")\n\
+         set(CMAKE_C_COMPILER {cc})\n\
+         set(CMAKE_CXX_COMPILER {cxx})\n\
+         set(CMAKE_AR {ar} CACHE FILEPATH \"heddle's archiver\")\n\
+         set(CMAKE_RANLIB {ranlib} CACHE FILEPATH \"heddle's ranlib\")\n\
+         set(CMAKE_NM {nm} CACHE FILEPATH \"heddle's nm\")\n\
+         set(CMAKE_FIND_ROOT_PATH {sysroot})\n\
+         set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)\n\
+         set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)\n\
+         set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)\n\
+         set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)\n\
+         set(THREADS_PREFER_PTHREAD_FLAG ON)\n",
+        cc = q(&glue.cc),
+        cxx = q(&glue.cxx),
+        ar = q(&glue.ar),
+        ranlib = q(&glue.ranlib),
+        nm = q(&glue.nm),
+        sysroot = q(&tc.sysroot),
+    );
+    write_if_changed(&glue.cmake, &toolchain, false)?;
+    Ok(glue)
+}
+
+/// The `export` lines (sh syntax) that point make and configure at heddle.
+pub fn env_lines(g: &Glue) -> Vec<String> {
+    let var =
+        |name: &str, p: &Path| format!("export {name}={}", sh_quote(&p.display().to_string()));
+    vec![
+        "# heddle's compilers add the target, -pthread, -g and the default -O level;".to_string(),
+        "# autoconf: ./configure --host=wasm32-wasi".to_string(),
+        var("CC", &g.cc),
+        var("CXX", &g.cxx),
+        var("AR", &g.ar),
+        var("RANLIB", &g.ranlib),
+        var("NM", &g.nm),
+        "export CFLAGS=''".to_string(),
+        "export CXXFLAGS=''".to_string(),
+        "export LDFLAGS=''".to_string(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(sh_quote("/a b/it's"), "'/a b/it'\\''s'");
+        assert_eq!(cmake_quote("C:\\x\"y"), "\"C:\\\\x\\\"y\"");
+    }
+}

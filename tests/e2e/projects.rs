@@ -1,0 +1,148 @@
+//! Projects built by their own build systems (`tests/projects/`): a
+//! Makefile with a static library, an autoconf `configure`, CMake with C++
+//! threads. Each builds with heddle's compiler as CC/CXX, heddle finds the
+//! planted bug, the replay reproduces it, and the `-DFIXED` build passes.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// A private copy of `tests/projects/NAME` (builds write into it).
+fn copy_project(name: &str) -> tempfile::TempDir {
+    let dir = tempdir();
+    let src = repo().join("tests/projects").join(name);
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// Runs `script` with sh in `dir`; `$HEDDLE` is the heddle binary.
+fn sh(dir: &Path, script: &str) -> Output {
+    std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .env("HEDDLE", env!("CARGO_BIN_EXE_heddle"))
+        .output()
+        .expect("run sh")
+}
+
+fn assert_ok(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}):\n{}{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Fuzzes `module` (built in `dir`) until the bug shows, replays the
+/// replay file twice (the same output each time) and returns its verdict.
+fn hunt(dir: &Path, module: &str, needle: &str) -> String {
+    let out = dir.join("hunt");
+    let o = heddle()
+        .current_dir(dir)
+        .args(["fuzz", module, "--runs", "2000", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = text(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{module}: {stdout}{}",
+        text(&o.stderr)
+    );
+    assert!(stdout.contains(needle), "{module}: {stdout}");
+    let replay: PathBuf = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "toml") && !p.ends_with("campaign.toml"))
+        .expect("a replay file");
+    let replay_once = || {
+        let o = heddle()
+            .current_dir(dir)
+            .arg("replay")
+            .arg(&replay)
+            .output()
+            .unwrap();
+        let s = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "replay: {s}{}", text(&o.stderr));
+        assert!(s.contains("replay reproduced the recorded run"), "{s}");
+        s
+    };
+    assert_eq!(replay_once(), replay_once());
+    stdout
+}
+
+/// The fixed build passes every run.
+fn passes(dir: &Path, module: &str) {
+    let o = heddle()
+        .current_dir(dir)
+        .args([
+            "fuzz",
+            module,
+            "--runs",
+            "300",
+            "--quiet",
+            "--out",
+            "fixed-out",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{module} (fixed): {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn makefile_project_with_a_static_library() {
+    toolchain();
+    let p = copy_project("make-stats");
+    let build = sh(p.path(), "eval \"$(\"$HEDDLE\" toolchain env)\"; make");
+    assert_ok("make", &build);
+    let log = text(&build.stdout);
+    assert!(log.contains(" -c stats.c -o stats.o"), "{log}");
+    assert!(log.contains("rcs libstats.a stats.o"), "{log}");
+    assert!(p.path().join("libstats.a").exists());
+    hunt(
+        p.path(),
+        "./stats_test",
+        "stats_count(&totals) == THREADS * VALUES",
+    );
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make clean; make CFLAGS=-DFIXED",
+    );
+    assert_ok("make (fixed)", &fixed);
+    passes(p.path(), "./stats_test");
+}
+
+#[test]
+fn autoconf_project_configures_for_wasm_and_builds() {
+    toolchain();
+    let p = copy_project("autoconf-pool");
+    let build = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; autoreconf; ./configure --host=wasm32-wasi; make",
+    );
+    assert_ok("autoreconf, configure, make", &build);
+    let config = std::fs::read_to_string(p.path().join("config.h")).unwrap();
+    for probe in ["HAVE_PTHREAD_H 1", "HAVE_SCHED_YIELD 1", "SIZEOF_LONG 4"] {
+        assert!(config.contains(probe), "config.h lacks {probe}:\n{config}");
+    }
+    hunt(p.path(), "./pool", "runs[t] == 1");
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make clean; ./configure --host=wasm32-wasi CFLAGS=-DFIXED; make",
+    );
+    assert_ok("configure, make (fixed)", &fixed);
+    passes(p.path(), "./pool");
+}
