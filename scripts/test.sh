@@ -7,7 +7,8 @@
 #   2. install the C/C++ toolchain (apt packages, the rustup target, the
 #      trixie wasi-libc headers, the sysroot) — `heddle toolchain install`;
 #   3. build every bundled target, buggy and fixed;
-#   4. install headless Chromium (Debian's `chromium`) for the HTML report
+#   4. install make, autoconf and cmake (the projects in tests/projects)
+#      and headless Chromium (Debian's `chromium`) for the HTML report
 #      test, when it is missing;
 #   5. run the unit and end-to-end tests.
 set -euo pipefail
@@ -20,6 +21,17 @@ export HEDDLE_REQUIRE_OTHER_PROFILE=1
 ./target/debug/heddle toolchain install
 ./target/debug/heddle toolchain doctor
 ./target/debug/heddle targets --build > /dev/null
+# Build tools the projects under tests/projects are built with.
+missing=()
+for tool in make autoconf cmake; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get install -y -qq "${missing[@]}" ||
+        { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq "${missing[@]}"; }
+fi
 if ! command -v chromium >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
         apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; } || true
