@@ -1,7 +1,9 @@
 //! Target manifests and project files: `targets/targets.toml` (the bundled
 //! targets) and a project's `heddle.toml` share this format. Each
 //! `[[target]]` is a target configuration with its args and the verdict
-//! kinds its buggy and fixed builds are expected to give; the optional
+//! kinds its buggy and fixed builds are expected to give. A target is one
+//! source, several sources linked together, or a build command and the
+//! module it produces (see [`crate::target::load_entry`]). The optional
 //! fields (`cflags`, `fixed_seeds`, `max_steps`, `replays`) are what
 //! `heddle test` needs beyond that, and default to nothing.
 
@@ -15,8 +17,23 @@ use std::path::{Path, PathBuf};
 pub struct Entry {
     /// Unique name of the configuration.
     pub name: String,
-    /// Source file (or `.wasm` module), relative to the manifest's directory.
+    /// Source file (or module), relative to the manifest's directory. A
+    /// target gives exactly one of `source`, `sources`, or `build` with
+    /// `module`.
+    #[serde(default)]
     pub source: String,
+    /// Several C/C++ sources compiled and linked together into one module.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// A build command (run with `sh -c` in the manifest's directory, with
+    /// heddle's `CC`, `CXX`, `AR`, `RANLIB`, `NM` and the target's `cflags`
+    /// — plus `-DFIXED` for the fixed build — as `CFLAGS` and `CXXFLAGS`)
+    /// that produces `module`.
+    #[serde(default)]
+    pub build: Option<String>,
+    /// The module `build` produces, relative to the manifest's directory.
+    #[serde(default)]
+    pub module: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     /// Expected verdict kind of the plain (buggy) build.
@@ -81,19 +98,46 @@ impl Manifest {
             .with_context(|| format!("{}: cannot read", path.display()))?;
         let f: File = toml::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
-        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         let mut names = std::collections::BTreeSet::new();
         for t in &f.target {
             if !names.insert(&t.name) {
                 bail!("{}: target name `{}` appears twice", path.display(), t.name);
             }
-            if !dir.join(&t.source).exists() {
+            let forms = [
+                !t.source.is_empty(),
+                !t.sources.is_empty(),
+                t.build.is_some() || t.module.is_some(),
+            ];
+            if forms.iter().filter(|f| **f).count() != 1 {
                 bail!(
-                    "{}: target `{}` names a missing source {}",
+                    "{}: target `{}` needs exactly one of `source`, `sources`, or `build` with `module`",
                     path.display(),
-                    t.name,
-                    t.source
+                    t.name
                 );
+            }
+            if t.build.is_some() != t.module.is_some() {
+                bail!(
+                    "{}: target `{}`: `build` and `module` go together",
+                    path.display(),
+                    t.name
+                );
+            }
+            let mut files: Vec<&String> = t.sources.iter().collect();
+            if !t.source.is_empty() {
+                files.push(&t.source);
+            }
+            for f in files {
+                if !dir.join(f).exists() {
+                    bail!(
+                        "{}: target `{}` names a missing source {f}",
+                        path.display(),
+                        t.name
+                    );
+                }
             }
             for r in &t.replays {
                 if !dir.join(r).exists() {
@@ -120,9 +164,22 @@ impl Manifest {
         })
     }
 
-    /// The path of an entry's source.
+    /// The path of an entry's source: its one source, the first of its
+    /// sources, or the module its build produces.
     pub fn source(&self, e: &Entry) -> PathBuf {
-        self.dir.join(&e.source)
+        let name = e.sources.first().or(e.module.as_ref()).unwrap_or(&e.source);
+        self.dir.join(name)
+    }
+
+    /// The paths of all of an entry's sources (empty for a build command).
+    pub fn sources(&self, e: &Entry) -> Vec<PathBuf> {
+        if !e.sources.is_empty() {
+            e.sources.iter().map(|s| self.dir.join(s)).collect()
+        } else if e.build.is_none() {
+            vec![self.dir.join(&e.source)]
+        } else {
+            Vec::new()
+        }
     }
 
     /// The entry named `name`.

@@ -5,6 +5,7 @@
 //! a replay finds it without rebuilding (`heddle replay`).
 
 use crate::cc;
+use crate::manifest::{Entry, Manifest};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -97,4 +98,70 @@ pub fn keep_by_hash(bytes: &[u8]) {
     if let Ok(dir) = crate::paths::cache_dir("by-hash") {
         let _ = crate::paths::write_atomic(&dir.join(format!("{sha}.wasm")), bytes);
     }
+}
+
+/// Loads the target a manifest entry describes — its `-DFIXED` build when
+/// `fixed` — whichever form it has: one source or module (as [`load`]),
+/// several sources compiled and linked together through the cache, or a
+/// build command run in the manifest's directory with heddle's compilers,
+/// followed by the module it produced.
+pub fn load_entry(m: &Manifest, e: &Entry, fixed: bool) -> Result<Target> {
+    let mut cflags = e.cflags.clone();
+    if fixed {
+        cflags.push("-DFIXED".into());
+    }
+    let what = || format!("target `{}`", e.name);
+    if let (Some(cmd), Some(module)) = (&e.build, &e.module) {
+        run_build(m, cmd, &cflags).with_context(what)?;
+        return load(&m.dir.join(module), &[]).with_context(what);
+    }
+    if e.sources.is_empty() {
+        return load(&m.source(e), &cflags).with_context(what);
+    }
+    let sources = m.sources(e);
+    for s in &sources {
+        if !cc::is_source(s) {
+            bail!("{}: {} is not a C or C++ source file", what(), s.display());
+        }
+    }
+    let flags = cc::compile::with_opt_level(&cflags);
+    let tc = cc::ensure()?;
+    let module_path = cc::compile_cached(&tc, &sources, &flags).with_context(what)?;
+    let bytes = std::fs::read(&module_path)
+        .with_context(|| format!("cannot read {}", module_path.display()))?;
+    let t = from_bytes(&sources[0], &module_path, &flags, bytes)?;
+    keep_by_hash(&t.bytes);
+    Ok(t)
+}
+
+/// Runs a manifest's build command with heddle's compilers and `cflags` in
+/// its environment.
+fn run_build(m: &Manifest, cmd: &str, cflags: &[String]) -> Result<()> {
+    let tc = cc::ensure()?;
+    let exe = std::env::current_exe().context("cannot find the heddle executable")?;
+    let glue = cc::glue::install(&tc, &exe)?;
+    let flags = cflags.join(" ");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(&m.dir)
+        .env("CC", &glue.cc)
+        .env("CXX", &glue.cxx)
+        .env("AR", &glue.ar)
+        .env("RANLIB", &glue.ranlib)
+        .env("NM", &glue.nm)
+        .env("CFLAGS", &flags)
+        .env("CXXFLAGS", &flags)
+        .output()
+        .context("cannot run sh")?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        bail!(
+            "build command `{cmd}` failed ({}){}",
+            out.status,
+            last.map(|l| format!(": {}", l.trim())).unwrap_or_default()
+        );
+    }
+    Ok(())
 }

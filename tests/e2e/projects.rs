@@ -146,3 +146,76 @@ fn autoconf_project_configures_for_wasm_and_builds() {
     assert_ok("configure, make (fixed)", &fixed);
     passes(p.path(), "./pool");
 }
+
+#[test]
+fn project_file_targets_from_several_sources_and_from_a_build_command() {
+    toolchain();
+    let p = copy_project("make-stats");
+    std::fs::write(
+        p.path().join("heddle.toml"),
+        r#"[[target]]
+name = "linked"
+sources = ["main.c", "stats.c"]
+buggy = "assertion"
+fixed = "pass"
+hunt_seeds = 300
+
+[[target]]
+name = "made"
+build = "make -B stats_test"
+module = "stats_test"
+buggy = "assertion"
+fixed = "pass"
+hunt_seeds = 300
+"#,
+    )
+    .unwrap();
+    let o = heddle()
+        .current_dir(p.path())
+        .args(["test", "heddle.toml", "--out", "test-out"])
+        .output()
+        .unwrap();
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    for check in ["linked", "made"] {
+        assert!(
+            stdout
+                .lines()
+                .filter(|l| l.contains(check) && l.contains("ok"))
+                .count()
+                >= 2,
+            "{check}: buggy and fixed checks:\n{stdout}"
+        );
+    }
+    // A build command that fails is one line naming it.
+    std::fs::write(
+        p.path().join("broken.toml"),
+        "[[target]]\nname = \"broken\"\nbuild = \"make no-such-rule\"\nmodule = \"x\"\nbuggy = \"assertion\"\n",
+    )
+    .unwrap();
+    let o = heddle()
+        .current_dir(p.path())
+        .args(["test", "broken.toml", "--out", "broken-out"])
+        .output()
+        .unwrap();
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        all.contains("build command `make no-such-rule` failed"),
+        "{all}"
+    );
+    // A target needs exactly one form.
+    std::fs::write(
+        p.path().join("both.toml"),
+        "[[target]]\nname = \"both\"\nsource = \"main.c\"\nsources = [\"stats.c\"]\nbuggy = \"assertion\"\n",
+    )
+    .unwrap();
+    let o = heddle()
+        .current_dir(p.path())
+        .args(["test", "both.toml"])
+        .output()
+        .unwrap();
+    assert_usage_error(
+        &o,
+        "target `both` needs exactly one of `source`, `sources`, or `build` with `module`",
+    );
+}

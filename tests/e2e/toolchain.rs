@@ -1349,7 +1349,8 @@ fn cache_key_covers_every_header_read_under_include_paths() {
     let value = root.join("include/deep/value.h");
     std::fs::write(&value, "#define VALUE 3\n").unwrap();
     let flags = vec![format!("-I{}", root.join("include").display())];
-    let build = || heddle::cc::compile_cached(tc, std::slice::from_ref(&src), &flags).expect("compile");
+    let build =
+        || heddle::cc::compile_cached(tc, std::slice::from_ref(&src), &flags).expect("compile");
 
     let first = build();
     assert_eq!(build(), first, "unchanged inputs must reuse the entry");

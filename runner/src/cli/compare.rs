@@ -273,8 +273,7 @@ pub fn compare(a: &CompareArgs) -> Result<Vec<Row>> {
     let programs: Vec<Program> = entries
         .iter()
         .map(|e| {
-            let t =
-                target::load(&m.source(e), &[]).with_context(|| format!("target `{}`", e.name))?;
+            let t = target::load_entry(&m, e, false)?;
             Program::new(&t.bytes, &Default::default())
                 .with_context(|| format!("target `{}`", e.name))
         })

@@ -1,8 +1,8 @@
 //! `heddle targets`: list (and build) the bundled targets.
 
 use super::EXIT_OK;
-use crate::cc;
 use crate::manifest::Manifest;
+use crate::target;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -19,16 +19,23 @@ pub struct TargetsArgs {
 
 pub fn targets_cmd(a: TargetsArgs) -> Result<i32> {
     let m = Manifest::load(&a.manifest)?;
-    let tc = if a.build { Some(cc::ensure()?) } else { None };
     for t in &m.targets {
         println!(
             "{:<16} {:<16} buggy={:<15} fixed={:<5} {}",
-            t.name, t.source, t.buggy, t.fixed, t.description
+            t.name,
+            m.source(t)
+                .strip_prefix(&m.dir)
+                .unwrap_or(&m.source(t))
+                .display()
+                .to_string(),
+            t.buggy,
+            t.fixed,
+            t.description
         );
-        if let Some(tc) = &tc {
-            for (variant, flags) in [("buggy", vec![]), ("fixed", vec!["-DFIXED".to_string()])] {
-                let out = cc::compile_cached(tc, &[m.source(t)], &flags)?;
-                println!("    {variant}: {}", out.display());
+        if a.build {
+            for (variant, fixed) in [("buggy", false), ("fixed", true)] {
+                let out = target::load_entry(&m, t, fixed)?;
+                println!("    {variant}: {}", out.module_path.display());
             }
         }
     }

@@ -274,11 +274,7 @@ fn print_check(c: &Check) {
 
 /// The target of `e` (its `-DFIXED` build when `fixed`) and its program.
 fn build(m: &Manifest, e: &Entry, fixed: bool) -> Result<(target::Target, Program)> {
-    let mut cflags = e.cflags.clone();
-    if fixed {
-        cflags.push("-DFIXED".into());
-    }
-    let t = target::load(&m.source(e), &cflags)?;
+    let t = target::load_entry(m, e, fixed)?;
     let program = Program::new(&t.bytes, &InstrumentConfig::default())?;
     Ok((t, program))
 }
