@@ -5,7 +5,8 @@
 #   1. build heddle, debug and release (a replay recorded by one must
 #      replay in the other: tests/e2e/portable.rs);
 #   2. install the C/C++ toolchain (apt packages, the rustup target, the
-#      trixie wasi-libc headers, the sysroot) — `heddle toolchain install`;
+#      trixie wasi-libc headers, libc++ with threads built from LLVM 19
+#      sources, the sysroot) — `heddle toolchain install`;
 #   3. build every bundled target, buggy and fixed;
 #   4. install make, autoconf and cmake (the projects in tests/projects)
 #      and headless Chromium (Debian's `chromium`) for the HTML report

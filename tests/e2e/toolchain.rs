@@ -4,7 +4,8 @@
 //! rejects signature-mismatch stubs and reports its error paths in one line
 //! (compile errors with clang's diagnostic below); `heddle toolchain doctor`
 //! names exactly the components that are missing and `install` is
-//! idempotent; `--legacy`, C++ and the guest SDK compatibility library work;
+//! idempotent; `--legacy`, C++ (with the thread library of heddle's libc++
+//! build) and the guest SDK compatibility library work;
 //! the sysroot's headers (Debian trixie's wasi-libc) agree with its libc.a
 //! (rustup's wasi-libc) on the layout of the types the two share.
 //!
@@ -238,16 +239,15 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "wasm-ld (lld-19)",
     "llvm-ar (llvm-19)",
     "compiler-rt wasm32 builtins",
-    "libc++ for wasm32",
-    "libc++abi for wasm32",
     "threads wasi-libc (rustup target wasm32-wasip1-threads)",
 ];
 const HEADERS: &str = "wasi-libc headers (Debian trixie wasi-libc)";
+const LIBCXX: &str = "libc++ with threads (built from LLVM 19 sources)";
 const SYSROOT: &str = "sysroot";
 const RESOURCE_DIR: &str = "clang resource dir";
 const GUEST_SDK: &str = "guest SDK library";
 /// What heddle assembles in its cache (as opposed to what the system has).
-const CACHE_COMPONENTS: &[&str] = &[HEADERS, SYSROOT, RESOURCE_DIR, GUEST_SDK];
+const CACHE_COMPONENTS: &[&str] = &[HEADERS, LIBCXX, SYSROOT, RESOURCE_DIR, GUEST_SDK];
 
 /// `heddle toolchain doctor`'s report.
 struct Doctor {
@@ -464,8 +464,12 @@ fn doctor_with_a_nonexistent_wasi_sdk_names_the_path() {
 }
 
 /// `heddle toolchain install` into `cache`; on a machine that cannot reach
-/// the Debian mirror, a copy of the installed toolchain instead.
+/// the Debian mirror, a copy of the installed toolchain instead. The libc++
+/// build (one to two minutes, done once by the install that precedes the
+/// tests) is copied in from the installed toolchain first; everything else
+/// is installed from scratch.
 fn install_into(cache: &Path) -> Output {
+    seed_libcxx(cache);
     let out = heddle_debian(&["toolchain", "install"], Some(cache));
     let err = stderr_of(&out);
     if out.status.code() != Some(0)
@@ -491,6 +495,30 @@ fn copy_toolchain(cache: &Path) {
         .status()
         .expect("run cp");
     assert!(st.success(), "cp -a {} {}", src.display(), cache.display());
+}
+
+/// Copies the installed toolchain's `libcxx-*` build into `cache`.
+fn seed_libcxx(cache: &Path) {
+    toolchain();
+    let src = heddle::paths::cache_root().join("toolchain");
+    let dst = cache.join("toolchain");
+    std::fs::create_dir_all(&dst).expect("create toolchain dir");
+    for e in std::fs::read_dir(&src)
+        .expect("read toolchain dir")
+        .flatten()
+    {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("libcxx-") && !name.ends_with(".tmp") && name != "libcxx-build" {
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(e.path())
+                .arg(&dst)
+                .status()
+                .expect("run cp");
+            assert!(st.success(), "cp -a {}", e.path().display());
+        }
+    }
 }
 
 fn sdk_dirs(cache: &Path) -> Vec<PathBuf> {
@@ -877,6 +905,119 @@ fn sections(stdout: &str) -> (String, String) {
         }
     };
     (after("--- stdout ---\n"), after("--- stderr ---\n"))
+}
+
+/// The Debian flavour's libc++ is heddle's threads build.
+#[test]
+fn debian_toolchain_has_cxx_threads() {
+    let tc = toolchain();
+    if heddle::cc::wasi_sdk_root().is_none() {
+        assert!(
+            tc.cxx_threads,
+            "the Debian toolchain must report cxx_threads (libc++ with threads in {})",
+            tc.sysroot.display()
+        );
+    }
+}
+
+/// std::thread, std::mutex, std::condition_variable, std::atomic,
+/// std::string and std::cout: the module builds; a fuzz campaign finds the
+/// planted lost update; its replay file reproduces the run, byte for byte
+/// the same output in two fresh processes.
+#[test]
+fn cxx_thread_library_race_is_found_and_replayed() {
+    let dir = tempdir();
+    let src = prog("tc_cxx_threads.cpp");
+    let module = dir.path().join("cxx_threads.wasm");
+    let out = heddle_out(&["cc", &src, "-o", path_str(&module)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "heddle cc {src}:\n{}",
+        stderr_of(&out)
+    );
+    let problems = module_problems(&std::fs::read(&module).unwrap());
+    assert!(problems.is_empty(), "{src}: {problems:?}");
+
+    let camp = dir.path().join("campaign");
+    let out = heddle_out(&["fuzz", &src, "--runs", "2000", "--out", path_str(&camp)]);
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "fuzz must find the lost update:\n{stdout}\n{}",
+        stderr_of(&out)
+    );
+    assert!(
+        stdout.contains("lost update on consumed"),
+        "the failure must be main's check:\n{stdout}"
+    );
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .unwrap_or_else(|| panic!("no replay command printed:\n{stdout}"))
+        .to_string();
+    let replay_once = || {
+        let out = heddle_out(&["replay", &replay]);
+        let stdout = stdout_of(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "replay {replay}:\n{stdout}\n{}",
+            stderr_of(&out)
+        );
+        assert!(
+            stdout.contains("replay reproduced the recorded run")
+                && stdout.contains("lost update on consumed"),
+            "replay {replay}:\n{stdout}"
+        );
+        out.stdout
+    };
+    let first = replay_once();
+    assert_eq!(
+        first,
+        replay_once(),
+        "two replays of {replay} must print the same bytes"
+    );
+}
+
+/// The fixed variant passes a campaign, and what it prints with std::cout
+/// is in the run's output.
+#[test]
+fn cxx_thread_library_fixed_variant_passes_and_prints() {
+    let dir = tempdir();
+    let src = prog("tc_cxx_threads.cpp");
+    let camp = dir.path().join("campaign");
+    let out = heddle_out(&[
+        "fuzz",
+        &src,
+        "--cflag",
+        "-DFIXED",
+        "--runs",
+        "300",
+        "--out",
+        path_str(&camp),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the fixed variant must pass:\n{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    let out = heddle_out(&["run", &src, "--cflag", "-DFIXED", "--show-output"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(stdout.starts_with("verdict: pass"), "{stdout}");
+    assert!(
+        stdout.contains("5 threads"),
+        "two producers, two consumers and main: {stdout}"
+    );
+    let (out_section, _) = sections(&stdout);
+    assert!(
+        out_section.contains("consumed 6 of 6 items, checksum 21"),
+        "std::cout's line must be in the output:\n{stdout}"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-// tc_cxx.cpp — C++ under heddle: <atomic>, std::map and pthreads (Debian's
-// wasm libc++ has no std::thread). Two workers each count into an atomic and
+// tc_cxx.cpp — C++ under heddle: <atomic>, std::map and pthreads called
+// directly (tc_cxx_threads.cpp uses std::thread). Two workers each count into an atomic and
 // insert into a mutex-protected map; main checks both with heddle::check.
 // With -DTC_CHECK_FALSE, main first calls heddle::check(false, ...).
 #include <atomic>

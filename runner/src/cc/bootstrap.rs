@@ -3,26 +3,30 @@
 //! Debian flavour, step by step (each idempotent, each skipped when its result
 //! is already present):
 //!
-//! 1. apt packages `clang-19 llvm-19 lld-19 libclang-rt-19-dev-wasm32
-//!    libc++-19-dev-wasm32 libc++abi-19-dev-wasm32` (as root, or via
-//!    `sudo -n`);
+//! 1. apt packages `clang-19 llvm-19 lld-19 libclang-rt-19-dev-wasm32 cmake
+//!    ninja-build` (as root, or via `sudo -n`);
 //! 2. `rustup target add wasm32-wasip1-threads`, whose `self-contained/`
 //!    directory holds wasi-libc built with `THREAD_MODEL=posix`;
 //! 3. Debian trixie's `wasi-libc` package (architecture `all`) for headers
 //!    that declare the pthread API, fetched with a private apt configuration
 //!    that never touches the system's sources (the mirror is the one the
 //!    machine already uses);
-//! 4. a sysroot (`include/wasm32-wasip1-threads` from step 3,
-//!    `lib/wasm32-wasip1-threads` from step 2 and 5, plus empty `libpthread.a
-//!    libm.a librt.a`) and a clang resource directory whose
+//! 4. a clang resource directory whose
 //!    `lib/wasm32-unknown-wasip1-threads/libclang_rt.builtins.a` is the
 //!    compiler-rt builtins archive and whose `include` is clang's own;
-//! 5. libc++/libc++abi archives and headers linked into the sysroot (Debian's
-//!    are built without threads: `<atomic>` and pthreads work, `std::thread`
-//!    does not);
-//! 6. the guest SDK compatibility library ([`super::sdk`]).
+//! 5. libc++ and libc++abi **with threads** (`std::thread`, `std::mutex`,
+//!    `std::condition_variable`, and objects built with `atomics` and
+//!    `bulk-memory` so that `std::cout`/`std::string` link into a
+//!    shared-memory module), built once from the LLVM 19 sources of Debian's
+//!    `llvm-toolchain-19` source package into `<cache>/toolchain/libcxx-19-<key>`
+//!    ([`super::libcxx`]; one to two minutes on two cores). Debian's
+//!    `libc++-19-dev-wasm32` is built without threads and is not used;
+//! 6. a sysroot (`include/wasm32-wasip1-threads` from step 3 with `c++/v1`
+//!    from step 5, `lib/wasm32-wasip1-threads` from step 2 and 5, plus empty
+//!    `libpthread.a libm.a librt.a`);
+//! 7. the guest SDK compatibility library ([`super::sdk`]).
 
-use super::{sdk, Component, Flavor, Toolchain};
+use super::{libcxx, sdk, Component, Flavor, Toolchain};
 use crate::paths;
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -35,11 +39,12 @@ const APT_PACKAGES: &[&str] = &[
     "llvm-19",
     "lld-19",
     "libclang-rt-19-dev-wasm32",
-    "libc++-19-dev-wasm32",
-    "libc++abi-19-dev-wasm32",
+    // To build libc++ with threads (super::libcxx).
+    "cmake",
+    "ninja-build",
 ];
 /// Bumped whenever the sysroot layout below changes.
-const SYSROOT_FORMAT: &str = "heddle-sysroot-3";
+const SYSROOT_FORMAT: &str = "heddle-sysroot-4";
 const TRIPLE: &str = "wasm32-wasip1-threads";
 const RUST_TARGET_FIX: &str =
     "run `rustup target add wasm32-wasip1-threads` (or `heddle toolchain install`)";
@@ -54,14 +59,6 @@ fn builtins_archive() -> PathBuf {
 
 fn clang_include() -> PathBuf {
     llvm("lib/clang/19/include")
-}
-
-fn libcxx_headers() -> PathBuf {
-    llvm("include/wasm32-wasi/c++/v1")
-}
-
-fn libcxx_lib(name: &str) -> PathBuf {
-    llvm("lib/wasm32-wasi").join(name)
 }
 
 fn toolchain_dir() -> PathBuf {
@@ -83,6 +80,13 @@ fn sysroot_dir() -> PathBuf {
 fn resource_dir() -> PathBuf {
     toolchain_dir().join("resource")
 }
+
+/// Where heddle's threads build of libc++ is installed.
+fn libcxx_dir() -> PathBuf {
+    libcxx::dir(&toolchain_dir())
+}
+
+const LIBCXX_FIX: &str = "run `heddle toolchain install` (builds libc++ with threads from Debian's LLVM 19 sources once, ~2 min)";
 
 /// rustup's self-contained directory for the threads target, if rustc is
 /// found (whether or not the target is installed).
@@ -112,11 +116,14 @@ fn expected_stamp() -> Option<String> {
     let libc = rust_self_contained()?.join("libc.a");
     let libc_bytes = fs::read(&libc).ok()?;
     let pthread_h = fs::read(trixie_include().join("pthread.h")).ok()?;
-    let libcxx = fs::metadata(libcxx_lib("libc++.a")).ok()?.len();
+    let libcxx = libcxx::installed(&libcxx_dir())?;
+    let libcxx_stamp = fs::read(libcxx.join("STAMP")).ok()?;
     Some(format!(
-        "{SYSROOT_FORMAT}\nlibc {}\nheaders {}\nlibc++ {libcxx}\n",
+        "{SYSROOT_FORMAT}\nlibc {}\nheaders {}\nlibc++ {} {}\n",
         paths::sha256_hex(&libc_bytes),
-        paths::sha256_hex(&pthread_h)
+        paths::sha256_hex(&pthread_h),
+        libcxx::dir_name(),
+        &paths::sha256_hex(&libcxx_stamp)[..16]
     ))
 }
 
@@ -138,6 +145,7 @@ fn sysroot_complete(dir: &Path) -> bool {
     .all(|f| lib.join(f).is_file())
         && inc.join("pthread.h").is_file()
         && inc.join("c++/v1/atomic").is_file()
+        && libcxx::has_threads(&inc.join("c++/v1"))
 }
 
 fn stamp_matches(dir: &Path) -> bool {
@@ -173,16 +181,6 @@ pub fn debian_components() -> Vec<Component> {
         present(builtins_archive()),
         apt_fix("libclang-rt-19-dev-wasm32"),
     );
-    add(
-        "libc++ for wasm32",
-        present(libcxx_lib("libc++.a")).filter(|_| libcxx_headers().exists()),
-        apt_fix("libc++-19-dev-wasm32"),
-    );
-    add(
-        "libc++abi for wasm32",
-        present(libcxx_lib("libc++abi.a")),
-        apt_fix("libc++abi-19-dev-wasm32"),
-    );
     match rust_self_contained() {
         None => add(
             "rustc (for the wasm32-wasip1-threads libc)",
@@ -199,6 +197,11 @@ pub fn debian_components() -> Vec<Component> {
         "wasi-libc headers (Debian trixie wasi-libc)",
         present(trixie_include().join("pthread.h")),
         "run `heddle toolchain install` (fetches Debian trixie's wasi-libc package)".into(),
+    );
+    add(
+        "libc++ with threads (built from LLVM 19 sources)",
+        libcxx::installed(&libcxx_dir()),
+        LIBCXX_FIX.into(),
     );
     add(
         "sysroot",
@@ -242,7 +245,9 @@ pub fn debian_toolchain() -> Result<Toolchain> {
         ar: llvm("bin/llvm-ar"),
         sysroot: sysroot_dir(),
         resource_dir: Some(resource_dir()),
-        cxx_threads: false,
+        cxx_threads: libcxx::has_threads(
+            &sysroot_dir().join("include").join(TRIPLE).join("c++/v1"),
+        ),
         sdk_include: sdk_dir.join("include"),
         compat_lib: sdk_dir.join("libheddle_compat.a"),
         identity: sdk::identity(&base),
@@ -295,13 +300,29 @@ pub fn install_debian(verbose: bool) -> Result<()> {
         fetch_trixie_headers()?;
     }
 
+    // libc++'s configure step links test programs: it needs the builtins.
+    assemble_resource_dir()?;
+
+    if libcxx::installed(&libcxx_dir()).is_some() {
+        report("libc++ with threads present");
+    } else {
+        let mirror = debian_mirror();
+        let inputs = libcxx::Inputs {
+            llvm: Path::new(LLVM),
+            resource_dir: &resource_dir(),
+            libc_include: &trixie_include(),
+            libc_lib: &rust_self_contained().context("rustc not found")?,
+            mirror: &mirror,
+        };
+        libcxx::build(&toolchain_dir(), &inputs)?;
+    }
+
     if stamp_matches(&sysroot_dir()) && sysroot_complete(&sysroot_dir()) {
         report("sysroot up to date");
     } else {
         eprintln!("heddle: assembling sysroot in {}", sysroot_dir().display());
         assemble_sysroot()?;
     }
-    assemble_resource_dir()?;
 
     let base = debian_identity_base();
     if sdk::installed(&toolchain_dir(), &base).is_some() {
@@ -320,8 +341,8 @@ fn apt_package_present(pkg: &str) -> bool {
         "llvm-19" => llvm("bin/llvm-ar").exists(),
         "lld-19" => llvm("bin/wasm-ld").exists(),
         "libclang-rt-19-dev-wasm32" => builtins_archive().exists(),
-        "libc++-19-dev-wasm32" => libcxx_lib("libc++.a").exists() && libcxx_headers().exists(),
-        "libc++abi-19-dev-wasm32" => libcxx_lib("libc++abi.a").exists(),
+        "cmake" => Path::new("/usr/bin/cmake").exists(),
+        "ninja-build" => Path::new("/usr/bin/ninja").exists(),
         _ => false,
     }
 }
@@ -464,6 +485,22 @@ pub fn mirror_from_sources(texts: &[String]) -> Option<String> {
     None
 }
 
+/// apt-get options for a private configuration: only `sources`, lists and
+/// the package cache in the given directories, nothing of the system's.
+pub(super) fn private_apt_options(sources: &Path, lists: &Path, cache: &Path) -> Vec<String> {
+    vec![
+        format!("-oDir::Etc::SourceList={}", sources.display()),
+        "-oDir::Etc::SourceParts=/dev/null".to_string(),
+        format!("-oDir::State::Lists={}", lists.display()),
+        format!("-oDir::Cache={}", cache.display()),
+        "-oAPT::Sandbox::User=root".to_string(),
+        "-oAcquire::Languages=none".to_string(),
+        "-oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".to_string(),
+        "-oAcquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".to_string(),
+        "-oAcquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false".to_string(),
+    ]
+}
+
 /// Fetches trixie's `wasi-libc` package into `<cache>/toolchain/wasi-libc`.
 fn fetch_trixie_headers() -> Result<()> {
     let scratch = toolchain_dir().join("apt");
@@ -473,17 +510,7 @@ fn fetch_trixie_headers() -> Result<()> {
     fs::create_dir_all(scratch.join("cache/archives/partial"))?;
     let sources = scratch.join("sources.list");
     fs::write(&sources, format!("deb {} trixie main\n", debian_mirror()))?;
-    let opts = [
-        format!("-oDir::Etc::SourceList={}", sources.display()),
-        "-oDir::Etc::SourceParts=/dev/null".to_string(),
-        format!("-oDir::State::Lists={}", lists.display()),
-        format!("-oDir::Cache={}", scratch.join("cache").display()),
-        "-oAPT::Sandbox::User=root".to_string(),
-        "-oAcquire::Languages=none".to_string(),
-        "-oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".to_string(),
-        "-oAcquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".to_string(),
-        "-oAcquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false".to_string(),
-    ];
+    let opts = private_apt_options(&sources, &lists, &scratch.join("cache"));
     let apt = |args: &[&str]| -> Result<()> {
         let out = Command::new("apt-get")
             .args(&opts)
@@ -554,7 +581,7 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
 }
 
 /// An empty `ar` archive (what `ar rc libx.a` with no members writes).
-const EMPTY_AR: &[u8] = b"!<arch>\n";
+pub(super) const EMPTY_AR: &[u8] = b"!<arch>\n";
 
 fn assemble_sysroot() -> Result<()> {
     let rust = rust_self_contained().context("rustc not found")?;
@@ -571,11 +598,17 @@ fn assemble_sysroot() -> Result<()> {
     for f in ["libpthread.a", "libm.a", "librt.a"] {
         fs::write(lib.join(f), EMPTY_AR)?;
     }
-    // libc++: headers at <sysroot>/include/<triple>/c++/v1, archives beside libc.
+    // libc++ (heddle's threads build): headers at
+    // <sysroot>/include/<triple>/c++/v1, archives beside libc.
+    let libcxx = libcxx::installed(&libcxx_dir()).context("libc++ with threads is not built")?;
     fs::create_dir_all(inc.join("c++"))?;
-    std::os::unix::fs::symlink(libcxx_headers(), inc.join("c++/v1"))?;
+    // Relative (both live in the toolchain directory), so that a copy of the
+    // whole directory stays self-contained.
+    let name = libcxx.file_name().context("bad libc++ directory")?;
+    let rel = Path::new("../../../..").join(name).join("include/c++/v1");
+    std::os::unix::fs::symlink(rel, inc.join("c++/v1"))?;
     for f in ["libc++.a", "libc++abi.a"] {
-        copy_into(&libcxx_lib(f), &lib)?;
+        copy_into(&libcxx::lib(&libcxx, f), &lib)?;
     }
     fs::write(tmp.join("STAMP"), stamp)?;
     let _ = fs::remove_dir_all(sysroot_dir());

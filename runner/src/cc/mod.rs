@@ -6,10 +6,12 @@
 //! * **A user's wasi-sdk** (≥ 22) named by `WASI_SDK_PATH`: its clang, its
 //!   sysroot and its threads-enabled libc++ are used as they are.
 //! * **Debian packages** (the default on Debian 12): clang-19 / lld-19 /
-//!   compiler-rt and the wasm libc++ from the archive, the threads build of
-//!   wasi-libc that ships with rustup's `wasm32-wasip1-threads` target, and the
-//!   wasi-libc headers from Debian trixie (bookworm's are too old), assembled
-//!   into a sysroot and a clang resource directory under the cache
+//!   compiler-rt from the archive, the threads build of wasi-libc that ships
+//!   with rustup's `wasm32-wasip1-threads` target, the wasi-libc headers from
+//!   Debian trixie (bookworm's are too old), and libc++/libc++abi with threads
+//!   built once from the LLVM 19 sources of Debian's `llvm-toolchain-19`
+//!   source package ([`libcxx`]; the archive's wasm libc++ has no threads),
+//!   assembled into a sysroot and a clang resource directory under the cache
 //!   ([`crate::paths::cache_root`]). See [`bootstrap`] for the steps.
 //!
 //! [`locate`] finds a complete toolchain without side effects, [`ensure`]
@@ -20,6 +22,7 @@ pub mod bootstrap;
 pub mod compile;
 pub mod flags;
 pub mod glue;
+pub mod libcxx;
 pub mod sdk;
 
 use anyhow::{bail, Result};
@@ -51,7 +54,8 @@ pub struct Toolchain {
     /// `-resource-dir`, when heddle assembled one (Debian flavour).
     pub resource_dir: Option<PathBuf>,
     /// Whether libc++ in this toolchain was built with thread support
-    /// (`std::thread`, `std::mutex`). Debian's is not.
+    /// (`std::thread`, `std::mutex`): heddle's own build (Debian flavour)
+    /// and wasi-sdk's are.
     pub cxx_threads: bool,
     /// Directory holding `heddle.h` / `heddle.hpp`.
     pub sdk_include: PathBuf,
