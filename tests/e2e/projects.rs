@@ -219,3 +219,26 @@ hunt_seeds = 300
         "target `both` needs exactly one of `source`, `sources`, or `build` with `module`",
     );
 }
+#[test]
+fn cmake_cxx17_project_with_std_thread_mutex_condvar_and_iostream() {
+    toolchain();
+    let p = copy_project("cmake-ring");
+    let build = sh(
+        p.path(),
+        "cmake -S . -B build -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\"; cmake --build build",
+    );
+    assert_ok("cmake", &build);
+    assert!(text(&build.stdout).contains("Found Threads: TRUE"));
+    let stdout = hunt(
+        p.path(),
+        "build/ring_test.wasm",
+        "ring.passes() == members * rounds",
+    );
+    assert!(stdout.contains("order "), "std::cout output: {stdout}");
+    let fixed = sh(
+        p.path(),
+        "cmake -S . -B fixed -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" -DCMAKE_CXX_FLAGS=-DFIXED; cmake --build fixed",
+    );
+    assert_ok("cmake (fixed)", &fixed);
+    passes(p.path(), "fixed/ring_test.wasm");
+}
