@@ -179,12 +179,13 @@ fn step_error(step: &str, output: &[u8], log: Option<&Path>) -> anyhow::Error {
 }
 
 /// Runs `cmd`; on failure, writes its output to `log` and returns the error.
-fn run_step(step: &str, cmd: &mut Command, log: &Path) -> Result<()> {
+/// On success, returns its stderr.
+fn run_step(step: &str, cmd: &mut Command, log: &Path) -> Result<Vec<u8>> {
     let out = cmd
         .output()
         .map_err(|e| anyhow::anyhow!("building libc++ failed at {step}: cannot run it: {e}"))?;
     if out.status.success() {
-        return Ok(());
+        return Ok(out.stderr);
     }
     let mut all = out.stdout.clone();
     all.extend_from_slice(&out.stderr);
@@ -225,14 +226,26 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
     let opts = super::bootstrap::private_apt_options(&sources, &lists, &apt.join("cache"));
     let download = scratch.join("download");
     fs::create_dir_all(&download)?;
-    run_step(
-        "`apt-get update` (deb-src index)",
+    let step = "`apt-get update` (deb-src index)";
+    let warnings = run_step(
+        step,
         Command::new("apt-get")
             .args(&opts)
             .args(["-q", "update"])
             .current_dir(&download),
         &log,
     )?;
+    // apt-get update exits 0 when the mirror cannot be reached, with a warning.
+    if let Some(line) = String::from_utf8_lossy(&warnings)
+        .lines()
+        .find(|l| l.contains("Failed to fetch") || l.starts_with("E:"))
+    {
+        bail!(
+            "building libc++ failed at {step}: {} (mirror {}; set HEDDLE_DEBIAN_MIRROR to use another)",
+            line.trim(),
+            inputs.mirror
+        );
+    }
     run_step(
         &format!("`apt-get source --download-only {SOURCE_PACKAGE}`"),
         Command::new("apt-get")
