@@ -1503,8 +1503,14 @@ fn rewrite_body<'a>(
                 em.mark(orig, false);
                 em.original(op)?;
             }
+            // Lock operations in user code; thread creation and join in any
+            // code, since their edges are not all made of atomics (libc++'s
+            // `std::thread` calls pthread_create and pthread_join itself).
             Operator::Call { function_index }
-                if ctx.user && !ctx.is_start && lock_call(facts, function_index).is_some() =>
+                if !ctx.is_start
+                    && lock_call(facts, function_index).is_some_and(|(kind, ..)| {
+                        ctx.user || matches!(kind, SiteKind::ThreadCreate | SiteKind::ThreadJoin)
+                    }) =>
             {
                 let (kind, arg, nparams, has_result) =
                     lock_call(facts, function_index).expect("lock call");
