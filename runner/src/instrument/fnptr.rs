@@ -460,8 +460,25 @@ pub fn thunk_name(t: &Thunk, facts: &Facts) -> String {
     }
 }
 
+/// [`Facts`] read from a module on their own ([`module_facts`]).
+pub struct OwnedFacts {
+    pub types: Vec<Sig>,
+    pub func_types: Vec<u32>,
+    pub func_names: BTreeMap<u32, String>,
+}
+
+impl OwnedFacts {
+    pub fn facts(&self) -> Facts<'_> {
+        Facts {
+            types: &self.types,
+            func_types: &self.func_types,
+            func_names: &self.func_names,
+        }
+    }
+}
+
 /// Parses the signatures and names [`stub_targets`] needs from `bytes`.
-pub fn module_facts(bytes: &[u8]) -> Result<(Vec<Sig>, Vec<u32>, BTreeMap<u32, String>)> {
+pub fn module_facts(bytes: &[u8]) -> Result<OwnedFacts> {
     let mut types = Vec::new();
     let mut func_types = Vec::new();
     let mut names = BTreeMap::new();
@@ -499,7 +516,11 @@ pub fn module_facts(bytes: &[u8]) -> Result<(Vec<Sig>, Vec<u32>, BTreeMap<u32, S
             _ => {}
         }
     }
-    Ok((types, func_types, names))
+    Ok(OwnedFacts {
+        types,
+        func_types,
+        func_names: names,
+    })
 }
 
 #[cfg(test)]

@@ -323,13 +323,8 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
 /// instrumentation does ([`fnptr`]). The error is one line naming the
 /// function and both signatures. A module without such stubs is fine.
 pub fn adaptable_stubs(bytes: &[u8]) -> Result<()> {
-    let (types, func_types, func_names) =
-        fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
-    fnptr::stub_targets(&fnptr::Facts {
-        types: &types,
-        func_types: &func_types,
-        func_names: &func_names,
-    })?;
+    let owned = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
+    fnptr::stub_targets(&owned.facts())?;
     Ok(())
 }
 
@@ -339,7 +334,8 @@ pub fn adaptable_stubs(bytes: &[u8]) -> Result<()> {
 /// per stub whose `NAME` is not defined in `bytes`; a link that returns
 /// flags is repeated with them appended.
 pub fn stub_keep_flags(bytes: &[u8]) -> Result<Vec<String>> {
-    let (_, _, names) = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
+    let owned = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
+    let names = &owned.func_names;
     let defined: std::collections::BTreeSet<&str> = names.values().map(String::as_str).collect();
     let mut flags: Vec<String> = names
         .values()
