@@ -8,6 +8,9 @@
  *
  * Compiled with -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_SIGNAL
  * -D_WASI_EMULATED_GETPID so the corresponding declarations are visible.
+ * The POSIX calls the sandbox cannot fully serve (signals, sockets, name
+ * resolution, dynamic loading) are in their own files (one object each, so
+ * a program that defines one of them itself still links).
  */
 #include <errno.h>
 #include <signal.h>
@@ -166,3 +169,4 @@ __attribute__((import_module("heddle"), import_name("thread_exit"), noreturn))
 void __heddle_thread_exit(void *retval);
 
 void pthread_exit(void *retval) { __heddle_thread_exit(retval); }
+

@@ -185,7 +185,13 @@ impl ModuleInfo {
         if self.imports_func("wasi", "thread-spawn") && !self.exports_func("wasi_thread_start") {
             bail!("module imports wasi.thread-spawn but does not export `wasi_thread_start`");
         }
-        if let Some(stub) = self.trap_stubs().first() {
+        // `signature_mismatch:` stubs become adapters when instrumented
+        // (`instrument::adaptable_stubs` checks that they can).
+        if let Some(stub) = self
+            .trap_stubs()
+            .iter()
+            .find(|s| !s.starts_with("signature_mismatch:"))
+        {
             bail!("module contains the wasm-ld trap stub `{stub}`: it traps at run time for a reason unrelated to concurrency");
         }
         Ok(())

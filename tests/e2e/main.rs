@@ -6,6 +6,7 @@
 
 mod campaign;
 mod common;
+mod compat;
 mod core;
 mod explore;
 mod instrument;

@@ -421,7 +421,6 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     }
     cmd.args(&req.args);
     if mode == Mode::Link {
-        cmd.args(super::flags::COMPAT_LINK_FLAGS);
         cmd.arg(&tc.compat_lib);
     }
     cmd
@@ -447,15 +446,34 @@ pub fn drive(tc: &Toolchain, req: &CcRequest) -> Result<()> {
         }
     }
     if let Some(out) = linked.filter(|o| o.as_os_str() != "-") {
-        check_linked_file(&out)?;
+        finish_link(tc, req, &out)?;
     }
     Ok(())
 }
 
-/// Reads a module just linked and rejects it (removing it) when it holds a
-/// trap stub.
-fn check_linked_file(out: &Path) -> Result<()> {
-    let bytes = fs::read(out).with_context(|| format!("cannot read {}", out.display()))?;
+/// After a link: when wasm-ld replaced a definition's only callers with a
+/// `signature_mismatch` stub (and so dropped the definition), links again
+/// keeping it, for the adapter the instrumentation puts in the stub; then
+/// checks the module (an error removes it).
+fn finish_link(tc: &Toolchain, req: &CcRequest, out: &Path) -> Result<()> {
+    let read = || fs::read(out).with_context(|| format!("cannot read {}", out.display()));
+    let mut bytes = read()?;
+    let keep = crate::instrument::stub_keep_flags(&bytes)?;
+    if !keep.is_empty() {
+        let res = command_line(tc, req)
+            .args(&keep)
+            .output()
+            .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+        if !res.status.success() {
+            let _ = fs::remove_file(out);
+            bail!(
+                "linking again to keep {} failed:\n{}",
+                keep.join(" "),
+                String::from_utf8_lossy(&res.stderr).trim_end()
+            );
+        }
+        bytes = read()?;
+    }
     if let Err(e) = check_linked(&bytes) {
         let _ = fs::remove_file(out);
         return Err(e);
@@ -483,15 +501,16 @@ pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<Option<PathBuf>> {
         eprintln!("{}", stderr.trim_end());
     }
     if let Some(linked) = req.linked_output() {
-        check_linked_file(&linked)?;
+        finish_link(tc, req, &linked)?;
     }
     Ok(out)
 }
 
 /// Rejects a linked module that contains a wasm-ld trap stub for an
-/// undefined weak symbol. Stubs for calls with another signature
-/// (`signature_mismatch:…`, what autoconf's link probes and old C make)
-/// are kept: the instrumentation step turns them into adapters.
+/// undefined weak symbol. `signature_mismatch:…` stubs (what autoconf's
+/// link probes and old C make) link, as they do natively: the
+/// instrumentation step turns them into adapters, and a module where that
+/// is impossible is refused when it is run, naming both signatures.
 pub fn check_linked(bytes: &[u8]) -> Result<()> {
     let info = ModuleInfo::parse(bytes)?;
     if let Some(stub) = info

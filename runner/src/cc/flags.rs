@@ -93,7 +93,3 @@ pub fn path_map_flags(tc: &Toolchain, root: &Path) -> Vec<String> {
     );
     v
 }
-
-/// Link options every module gets after the user's inputs (at the final
-/// link only).
-pub const COMPAT_LINK_FLAGS: &[&str] = &[];

@@ -1,7 +1,11 @@
 //! The guest SDK: `heddle.h`/`heddle.hpp` (the host imports a target calls)
 //! and the compatibility library `libheddle_compat.a` (calls the threads
 //! wasi-libc lacks: `pthread_exit`, `memalign`, the `err/warn` family,
-//! `getrusage`/`times`/`clock`, `getpid`, `signal`, `raise`, `alarm`).
+//! `getrusage`/`times`/`clock`, `getpid`, `signal`, `raise`, `alarm`,
+//! signal sets and masks, and sockets, name resolution, `sigaction` with a
+//! handler and `dlopen`, which fail with `ENOSYS` and name themselves on
+//! stderr), plus headers that declare them (`signal.h`, `sys/socket.h`,
+//! `netdb.h` wrap or stand in for wasi-libc's).
 //!
 //! The sources are embedded in the heddle binary and materialised, per
 //! toolchain, in a content-addressed directory of the cache, so a heddle
@@ -28,13 +32,44 @@ pub const HEADERS: &[(&str, &str)] = &[
         "heddle_compat.h",
         include_str!("../../../guest-sdk/include/heddle_compat.h"),
     ),
+    // Found before wasi-libc's own (the SDK directory is `-I`): they include
+    // it and add what WASI hides or lacks.
+    (
+        "signal.h",
+        include_str!("../../../guest-sdk/include/signal.h"),
+    ),
+    (
+        "sys/socket.h",
+        include_str!("../../../guest-sdk/include/sys/socket.h"),
+    ),
+    (
+        "netdb.h",
+        include_str!("../../../guest-sdk/include/netdb.h"),
+    ),
 ];
 
 /// `(file name, contents)` of the compatibility library's sources.
-pub const COMPAT_SOURCES: &[(&str, &str)] = &[(
-    "compat.c",
-    include_str!("../../../guest-sdk/compat/compat.c"),
-)];
+/// Each `.c` file is one archive member.
+pub const COMPAT_SOURCES: &[(&str, &str)] = &[
+    (
+        "compat.c",
+        include_str!("../../../guest-sdk/compat/compat.c"),
+    ),
+    (
+        "unsupported.h",
+        include_str!("../../../guest-sdk/compat/unsupported.h"),
+    ),
+    (
+        "unsupported.c",
+        include_str!("../../../guest-sdk/compat/unsupported.c"),
+    ),
+    (
+        "signals.c",
+        include_str!("../../../guest-sdk/compat/signals.c"),
+    ),
+    ("net.c", include_str!("../../../guest-sdk/compat/net.c")),
+    ("dl.c", include_str!("../../../guest-sdk/compat/dl.c")),
+];
 
 fn sources_hash() -> String {
     let mut all = String::new();
@@ -69,17 +104,24 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(tmp.join("include"))?;
     for (name, text) in HEADERS {
-        fs::write(tmp.join("include").join(name), text)?;
+        let path = tmp.join("include").join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(path, text)?;
+    }
+    for (name, text) in COMPAT_SOURCES {
+        fs::write(tmp.join(name), text)?;
     }
     let mut objects = Vec::new();
-    for (name, text) in COMPAT_SOURCES {
+    for (name, _) in COMPAT_SOURCES.iter().filter(|(n, _)| n.ends_with(".c")) {
         let src = tmp.join(name);
-        fs::write(&src, text)?;
         let obj = src.with_extension("o");
         let mut cmd = Command::new(&tc.clang);
         cmd.args(super::flags::target_flags(tc))
             .args(super::flags::path_map_flags(tc, &tmp))
             .args(super::flags::EMULATION_DEFINES)
+            .arg(format!("-I{}", tmp.join("include").display()))
             // No -g: the compatibility library is library code, which runs
             // atomically between its own atomics.
             .args(["-O2", "-c", "-Wall", "-Werror"])

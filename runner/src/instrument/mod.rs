@@ -25,7 +25,11 @@
 //!   [`crate::model::heap`]);
 //! * loop headers (and user function entries) decrement a per-thread
 //!   budget global and call the host only when it reaches zero, so a loop
-//!   with no other yield point is preempted deterministically.
+//!   with no other yield point is preempted deterministically;
+//! * indirect calls through a function pointer of another type, and direct
+//!   calls wasm-ld linked to a `signature_mismatch:` trap stub, go through
+//!   adapters that convert the arguments and results as native ABIs
+//!   tolerate ([`fnptr`]).
 //!
 //! The module's start function (wasm-ld's `__wasm_init_memory`) runs during
 //! instantiation, before any thread is scheduled, and is left alone except
@@ -36,6 +40,7 @@
 //! by (module hash, configuration, [`INSTRUMENTER_VERSION`]).
 
 pub mod dwarf;
+pub mod fnptr;
 pub mod interface;
 pub mod rewrite;
 pub mod sites;
@@ -53,7 +58,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 14;
+pub const INSTRUMENTER_VERSION: u32 = 15;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -310,6 +315,37 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         module: out.module,
         sites,
     })
+}
+
+/// Checks that every `signature_mismatch:NAME` trap stub wasm-ld linked
+/// into `bytes` (a direct call of `NAME` with another signature than its
+/// definition's) can be replaced by an adapter that calls `NAME`, as
+/// instrumentation does ([`fnptr`]). The error is one line naming the
+/// function and both signatures. A module without such stubs is fine.
+pub fn adaptable_stubs(bytes: &[u8]) -> Result<()> {
+    let owned = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
+    fnptr::stub_targets(&owned.facts())?;
+    Ok(())
+}
+
+/// The link flags that keep the definitions `signature_mismatch:NAME` stubs
+/// need: wasm-ld links a mismatched call to the stub, so a definition with
+/// no other caller is garbage-collected. One `-Wl,--export-if-defined=NAME`
+/// per stub whose `NAME` is not defined in `bytes`; a link that returns
+/// flags is repeated with them appended.
+pub fn stub_keep_flags(bytes: &[u8]) -> Result<Vec<String>> {
+    let owned = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
+    let names = &owned.func_names;
+    let defined: std::collections::BTreeSet<&str> = names.values().map(String::as_str).collect();
+    let mut flags: Vec<String> = names
+        .values()
+        .filter_map(|n| n.strip_prefix("signature_mismatch:"))
+        .filter(|n| !defined.contains(n))
+        .map(|n| format!("-Wl,--export-if-defined={n}"))
+        .collect();
+    flags.sort();
+    flags.dedup();
+    Ok(flags)
 }
 
 /// [`instrument`] through the on-disk cache.

@@ -9,6 +9,7 @@
 //! (their offsets no longer match); the site table and offset map stand in.
 
 use super::dwarf::DebugInfo;
+use super::fnptr;
 use super::sites::{FuncInfo, OffsetRun, Site, SiteKind};
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
@@ -476,6 +477,15 @@ struct ModuleFacts {
     types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
     /// Type index of each function (imported, then defined).
     func_types: Vec<u32>,
+    /// `call_indirect` type index on table 0 -> where its region starts in
+    /// the added table (see [`super::fnptr`]).
+    adapted: BTreeMap<u32, u32>,
+    /// The added table's index and the original table's size.
+    adapted_table: u32,
+    table_size: u32,
+    /// The region `call_catching` (thread start routines, `(i32) -> i32`)
+    /// uses, when there is one.
+    start_base: Option<u32>,
 }
 
 fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
@@ -491,6 +501,10 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
         imports_thread_exit: false,
         types: Vec::new(),
         func_types: Vec::new(),
+        adapted: BTreeMap::new(),
+        adapted_table: 0,
+        table_size: 0,
+        start_base: None,
     };
     for p in Parser::new(0).parse_all(bytes) {
         match p? {
@@ -793,7 +807,41 @@ impl Emitter<'_> {
 
 /// Rewrites `bytes` according to `cfg`.
 pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo) -> Result<Output> {
-    let facts = scan(bytes).context("malformed WebAssembly module")?;
+    let mut facts = scan(bytes).context("malformed WebAssembly module")?;
+    let plan = fnptr::plan(
+        bytes,
+        &fnptr::Facts {
+            types: &facts.types,
+            func_types: &facts.func_types,
+            func_names: &facts.func_names,
+        },
+    )
+    .context("malformed WebAssembly module")?;
+    for t in &plan.tables {
+        let base = plan.base_for(t.ty).expect("planned table");
+        facts.adapted.insert(t.ty, base);
+    }
+    facts.adapted_table = plan.num_tables;
+    facts.table_size = plan.size();
+    // Adapters follow the module's own functions.
+    let thunk_base = facts.func_types.len() as u32 + RtImport::COUNT;
+    // `call_catching` calls a start routine as `(i32) -> i32`: through the
+    // adapted region of that type, when there is one.
+    facts.start_base = plan
+        .tables
+        .iter()
+        .find(|t| {
+            facts.types.get(t.ty as usize).is_some_and(|(p, r)| {
+                p.as_slice() == [wasmparser::ValType::I32]
+                    && r.as_slice() == [wasmparser::ValType::I32]
+            })
+        })
+        .and_then(|t| plan.base_for(t.ty));
+    let start_table = if facts.start_base.is_some() {
+        facts.adapted_table
+    } else {
+        0
+    };
     let mut remap = Remap {
         imported_funcs: facts.imported_funcs,
     };
@@ -874,7 +922,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             exports.export(EXPORT_SP, ExportKind::Global, sp);
         }
         if facts.has_table {
-            exports.export(EXPORT_TABLE, ExportKind::Table, 0);
+            exports.export(EXPORT_TABLE, ExportKind::Table, start_table);
         }
     };
 
@@ -937,11 +985,23 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             Payload::FunctionSection(r) => {
                 let mut t = wasm_encoder::FunctionSection::new();
                 reenc(remap.parse_function_section(&mut t, r))?;
+                for th in &plan.thunks {
+                    t.function(th.ty);
+                }
                 module.section(&t);
             }
             Payload::TableSection(r) => {
                 let mut t = wasm_encoder::TableSection::new();
                 reenc(remap.parse_table_section(&mut t, r))?;
+                if !plan.tables.is_empty() {
+                    t.table(wasm_encoder::TableType {
+                        element_type: wasm_encoder::RefType::FUNCREF,
+                        table64: false,
+                        minimum: plan.added_len(),
+                        maximum: Some(plan.added_len()),
+                        shared: false,
+                    });
+                }
                 module.section(&t);
             }
             Payload::MemorySection(r) => {
@@ -989,6 +1049,23 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             Payload::ElementSection(r) => {
                 let mut t = wasm_encoder::ElementSection::new();
                 reenc(remap.parse_element_section(&mut t, r))?;
+                for table in &plan.tables {
+                    let base = plan.base_for(table.ty).expect("planned table") as i32;
+                    for (offset, entries) in plan.offsets.iter().zip(&table.segments) {
+                        let funcs = entries
+                            .iter()
+                            .map(|e| match *e {
+                                Ok(f) => reenc(remap.function_index(f)),
+                                Err(j) => Ok(thunk_base + j),
+                            })
+                            .collect::<Result<Vec<u32>>>()?;
+                        t.active(
+                            Some(plan.num_tables),
+                            &wasm_encoder::ConstExpr::i32_const(base + *offset),
+                            wasm_encoder::Elements::Functions(funcs.into()),
+                        );
+                    }
+                }
                 module.section(&t);
             }
             Payload::DataCountSection { count, .. } => {
@@ -1068,6 +1145,23 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     &mut sites,
                 )?;
                 allocs = new_allocs;
+                // A `signature_mismatch:NAME` stub calls NAME, adapted.
+                let (func, runs) = match plan.stubs.get(&index) {
+                    Some(&target) => {
+                        let sig = |f: u32| {
+                            facts
+                                .types
+                                .get(facts.func_types[f as usize] as usize)
+                                .expect("type of a validated function")
+                        };
+                        let callee = reenc(remap.function_index(target))?;
+                        match fnptr::adapter(sig(index), sig(target), callee) {
+                            Some(f) => (f, vec![(0, range.start as u32, true)]),
+                            None => (func, runs),
+                        }
+                    }
+                    None => (func, runs),
+                };
                 if is_start {
                     if let Some(d) = init_data {
                         data_start = Some(data_start.map_or(d, |x| x.min(d)));
@@ -1092,6 +1186,35 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 }
                 code_seen += 1;
                 if code_seen == code_count {
+                    for (j, th) in plan.thunks.iter().enumerate() {
+                        let sig = |f: u32| {
+                            facts
+                                .types
+                                .get(facts.func_types[f as usize] as usize)
+                                .expect("type of a validated function")
+                        };
+                        let from = facts.types.get(th.ty as usize).expect("planned type");
+                        let callee = reenc(remap.function_index(th.callee))?;
+                        let f = fnptr::adapter(from, sig(th.callee), callee)
+                            .expect("planned adapters are adaptable");
+                        code.as_mut().expect("code section").function(&f);
+                        // No source position of its own.
+                        func_runs.push(vec![(0, 0, true)]);
+                        let name = fnptr::thunk_name(
+                            th,
+                            &fnptr::Facts {
+                                types: &facts.types,
+                                func_types: &facts.func_types,
+                                func_names: &facts.func_names,
+                            },
+                        );
+                        funcs.push(FuncInfo {
+                            index: thunk_base - RtImport::COUNT + j as u32,
+                            name,
+                            user: false,
+                            instrumented: false,
+                        });
+                    }
                     // The hint section goes before the code it describes.
                     if !hints.is_empty() {
                         module.section(&hints);
@@ -1108,7 +1231,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     continue;
                 }
                 if let KnownCustom::Name(names) = c.as_known() {
-                    if let Ok(ns) = remap.custom_name_section(names) {
+                    if let Ok(ns) = name_section(&mut remap, names, &funcs, thunk_base) {
                         module.section(&ns);
                         continue;
                     }
@@ -1159,6 +1282,49 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         offset_map,
         data_start: data_start.unwrap_or(1024),
     })
+}
+
+/// The name section, re-encoded, with the adapters' names (from their
+/// [`FuncInfo`]s) added to the function names.
+fn name_section(
+    remap: &mut Remap,
+    names: wasmparser::NameSectionReader<'_>,
+    funcs: &[FuncInfo],
+    thunk_base: u32,
+) -> Result<wasm_encoder::NameSection> {
+    let mut out = wasm_encoder::NameSection::new();
+    let added = || {
+        funcs
+            .iter()
+            .filter(|f| f.index + RtImport::COUNT >= thunk_base)
+            .map(|f| (f.index + RtImport::COUNT, f.name.as_str()))
+    };
+    let mut had_functions = false;
+    for sub in names {
+        match sub? {
+            Name::Function(map) => {
+                had_functions = true;
+                let mut m = wasm_encoder::NameMap::new();
+                for naming in map {
+                    let naming = naming?;
+                    m.append(reenc(remap.function_index(naming.index))?, naming.name);
+                }
+                for (i, n) in added() {
+                    m.append(i, n);
+                }
+                out.functions(&m);
+            }
+            other => reenc(remap.parse_custom_name_subsection(&mut out, other))?,
+        }
+    }
+    if !had_functions && added().next().is_some() {
+        let mut m = wasm_encoder::NameMap::new();
+        for (i, n) in added() {
+            m.append(i, n);
+        }
+        out.functions(&m);
+    }
+    Ok(out)
 }
 
 /// Turns per-function relative runs into sorted module-offset runs.
@@ -1560,8 +1726,33 @@ fn rewrite_body<'a>(
             }
             Operator::CallIndirect { table_index: 0, .. } if ctx.catch_thread_start => {
                 em.mark(orig, true);
+                if let Some(base) = facts.start_base {
+                    adapted_index(&mut em, base, facts.table_size);
+                }
                 let f = em.rt(RtImport::CallCatching);
                 em.ins(Instruction::Call(f));
+            }
+            Operator::CallIndirect {
+                table_index: 0,
+                type_index,
+            } if facts.adapted.contains_key(&type_index) => {
+                em.mark(orig, true);
+                adapted_index(&mut em, facts.adapted[&type_index], facts.table_size);
+                em.ins(Instruction::CallIndirect {
+                    type_index,
+                    table_index: facts.adapted_table,
+                });
+            }
+            Operator::ReturnCallIndirect {
+                table_index: 0,
+                type_index,
+            } if facts.adapted.contains_key(&type_index) => {
+                em.mark(orig, true);
+                adapted_index(&mut em, facts.adapted[&type_index], facts.table_size);
+                em.ins(Instruction::ReturnCallIndirect {
+                    type_index,
+                    table_index: facts.adapted_table,
+                });
             }
             _ => {
                 em.mark(orig, false);
@@ -1576,6 +1767,21 @@ fn rewrite_body<'a>(
         init_data,
         cold_ifs: em.cold_ifs,
     })
+}
+
+/// Turns the table index `i` on top of the stack into `i < size ? base + i :
+/// -1`, its entry in an adapted region of the added table (an index out of
+/// the original table's bounds stays out of bounds).
+fn adapted_index(em: &mut Emitter, base: u32, size: u32) {
+    let a = em.scratch.a;
+    em.ins(Instruction::LocalTee(a));
+    em.ins(Instruction::I32Const(base as i32));
+    em.ins(Instruction::I32Add);
+    em.ins(Instruction::I32Const(-1));
+    em.ins(Instruction::LocalGet(a));
+    em.ins(Instruction::I32Const(size as i32));
+    em.ins(Instruction::I32LtU);
+    em.ins(Instruction::Select);
 }
 
 /// Drops run entries that the previous run's delta already implies.

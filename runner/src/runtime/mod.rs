@@ -251,10 +251,13 @@ fn new_engine() -> Result<Engine> {
     let mut pool = wasmtime::PoolingAllocationConfig::default();
     pool.total_core_instances(POOL_SLOTS)
         .total_stacks(POOL_SLOTS)
-        .total_tables(POOL_SLOTS)
+        // The function table and the instrumenter's adapted copies of it
+        // (see `instrument::fnptr`).
+        .total_tables(2 * POOL_SLOTS)
+        .max_tables_per_module(2)
         .total_memories(0)
         .max_memories_per_module(0)
-        .table_elements(1 << 16)
+        .table_elements(crate::instrument::fnptr::MAX_ADDED_ENTRIES as usize)
         .max_core_instance_size(1 << 20)
         .async_stack_keep_resident(64 << 10)
         // Reset tables with memset, not madvise: madvise takes the process's
@@ -270,6 +273,7 @@ impl Program {
     pub fn new(bytes: &[u8], cfg: &InstrumentConfig) -> Result<Program> {
         let info = crate::modinfo::ModuleInfo::parse(bytes)?;
         info.check_runnable()?;
+        crate::instrument::adaptable_stubs(bytes)?;
         let (min, max) = match info.imported_memory() {
             Some(crate::modinfo::ImportKind::Memory {
                 min_pages,

@@ -1,0 +1,288 @@
+//! Native-compatible C: function-pointer casts and calls with another
+//! signature behave as on native targets, files are read from `--dir`
+//! grants, and POSIX calls the sandbox cannot serve build, fail with ENOSYS
+//! and name themselves.
+
+use crate::common::*;
+use heddle::cc::compile::CcRequest;
+use heddle::instrument::{self, Config};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn prog(name: &str) -> String {
+    repo()
+        .join("tests/programs")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+fn all_output(out: &Output) -> String {
+    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
+}
+
+/// Links `args` into `out` as `heddle cc` does: with signature-mismatch
+/// stubs kept for their adapters (linking again to keep a definition that
+/// wasm-ld dropped), and checks that every stub can be adapted.
+fn link(args: &[&str], out: &Path) -> Vec<u8> {
+    let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    all.extend(["-o".to_string(), path_str(out).to_string()]);
+    let req = CcRequest {
+        args: all,
+        root: Some(repo()),
+        ..CcRequest::default()
+    };
+    heddle::cc::compile(toolchain(), &req).expect("link");
+    let bytes = std::fs::read(out).expect("linked module");
+    assert!(
+        instrument::stub_keep_flags(&bytes).unwrap().is_empty(),
+        "every stub's definition is kept"
+    );
+    instrument::adaptable_stubs(&bytes).expect("adaptable stubs");
+    bytes
+}
+
+fn kr_module(dir: &Path, fixed: bool) -> (PathBuf, Vec<u8>) {
+    let out = dir.join(if fixed { "kr_fixed.wasm" } else { "kr.wasm" });
+    let main = prog("tc_kr_main.c");
+    let util = prog("tc_kr_util.c");
+    let mut args = vec![main.as_str(), util.as_str()];
+    if fixed {
+        args.push("-DFIXED");
+    }
+    let bytes = link(&args, &out);
+    (out, bytes)
+}
+
+#[test]
+fn kr_casts_and_argument_count_mismatches_run_as_natively() {
+    let dir = tempdir();
+    let (fixed, bytes) = kr_module(dir.path(), true);
+    let names = heddle::modinfo::ModuleInfo::parse(&bytes)
+        .unwrap()
+        .trap_stubs();
+    for stub in ["tally", "scaled", "report"] {
+        assert!(
+            names
+                .iter()
+                .any(|n| *n == format!("signature_mismatch:{stub}")),
+            "the calls of {stub} link to a stub: {names:?}"
+        );
+    }
+    instrument::adaptable_stubs(&bytes).expect("the stubs adapt");
+
+    let out = heddle_out(&["run", path_str(&fixed), "--show-output"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    assert!(stdout.starts_with("verdict: pass"), "{stdout}");
+    assert!(
+        stdout.contains("slot 4 three 4 scaled 5 report 0 hits 2") && stdout.contains("report 7"),
+        "start routine without parameters, missing argument zero, extra one dropped, missing result zero:\n{stdout}"
+    );
+    let camp = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        path_str(&fixed),
+        "--runs",
+        "30",
+        "--out",
+        path_str(camp.path()),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+}
+
+#[test]
+fn kr_planted_race_is_found_and_replays() {
+    let dir = tempdir();
+    let (buggy, _) = kr_module(dir.path(), false);
+    let camp = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        path_str(&buggy),
+        "--runs",
+        "200",
+        "--out",
+        path_str(camp.path()),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
+    assert!(
+        !stdout.contains("indirect call type mismatch") && !stdout.contains("unreachable"),
+        "{stdout}"
+    );
+    let path = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .unwrap_or_else(|| panic!("no replay file:\n{stdout}"));
+    let replayed = heddle_out(&["replay", path]);
+    assert!(
+        text(&replayed.stdout).contains("replay reproduced"),
+        "{}",
+        all_output(&replayed)
+    );
+    // And once more: the same bytes, the same verdict.
+    let again = heddle_out(&["replay", path]);
+    assert_eq!(text(&again.stdout), text(&replayed.stdout));
+}
+
+#[test]
+fn signature_mismatch_stub_calls_the_definition() {
+    let dir = tempdir();
+    let out_path = dir.path().join("mismatch.wasm");
+    let def = prog("tc_sigmismatch_def.c");
+    let user = prog("tc_sigmismatch_use.c");
+    let bytes = link(&[&def, &user], &out_path);
+    instrument::adaptable_stubs(&bytes).expect("int tc_scale(void) adapts to tc_scale(int)");
+    let out = heddle_out(&["run", path_str(&out_path), "--show-output"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "tc_scale() reaches tc_scale(int) with x = 0:\n{}",
+        all_output(&out)
+    );
+}
+
+#[test]
+fn instrumenting_with_adapters_is_deterministic() {
+    let dir = tempdir();
+    let (_, bytes) = kr_module(dir.path(), false);
+    let cfg = Config::default();
+    let a = instrument::instrument(&bytes, &cfg).unwrap();
+    let b = instrument::instrument(&bytes, &cfg).unwrap();
+    assert!(a.module == b.module, "two instrumentations differ");
+    assert_eq!(
+        serde_json::to_string(&a.sites).unwrap(),
+        serde_json::to_string(&b.sites).unwrap()
+    );
+    // The adapters exist, are named, and added no site.
+    let adapters: Vec<_> = a
+        .sites
+        .funcs
+        .iter()
+        .filter(|f| f.name.starts_with("heddle_cast_adapter:"))
+        .collect();
+    assert!(
+        adapters
+            .iter()
+            .any(|f| f.name == "heddle_cast_adapter:worker as (i32) -> i32"),
+        "{:?}",
+        adapters.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    let adapter_indices: Vec<u32> = adapters.iter().map(|f| f.index).collect();
+    assert!(a
+        .sites
+        .sites
+        .iter()
+        .all(|s| !adapter_indices.contains(&s.func)));
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&a.module)
+        .expect("instrumented module validates");
+}
+
+#[test]
+fn fopen_reads_parameters_from_a_dir_grant() {
+    let src = prog("tc_params.c");
+    let dir = tempdir();
+    let wasm = dir.path().join("params.wasm");
+    let out = heddle_out(&["cc", &src, "-o", path_str(&wasm)]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let data = tempdir();
+    std::fs::write(data.path().join("params.txt"), "threads 3 rounds 4\n").unwrap();
+    let grant = format!("{}:/data", path_str(data.path()));
+    let out = heddle_out(&[
+        "run",
+        path_str(&wasm),
+        "--dir",
+        &grant,
+        "--show-output",
+        "--",
+        "/data/params.txt",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    assert!(
+        stdout.contains("threads 3 rounds 4 total 12 size 19"),
+        "{stdout}"
+    );
+    // A host directory granted under its own name.
+    let own = format!("{}/params.txt", path_str(data.path()));
+    let out = heddle_out(&[
+        "run",
+        path_str(&wasm),
+        "--dir",
+        path_str(data.path()),
+        "--show-output",
+        "--",
+        &own,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    // Without the grant the file is not there, and the program says so.
+    let out = heddle_out(&[
+        "run",
+        path_str(&wasm),
+        "--show-output",
+        "--",
+        "/data/params.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
+    assert!(text(&out.stdout).contains("stat: "), "{}", all_output(&out));
+    // Every fuzzed run gets the grant.
+    let camp = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        path_str(&wasm),
+        "--dir",
+        &grant,
+        "--runs",
+        "20",
+        "--out",
+        path_str(camp.path()),
+        "--",
+        "/data/params.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+}
+
+#[test]
+fn posix_calls_the_sandbox_lacks_build_and_fail_with_enosys_by_name() {
+    let src = prog("tc_posix_stubs.c");
+    let out = heddle_out(&["run", &src, "--show-output"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    for line in [
+        "sigmask ok",
+        "sigaction ign 0 handler -1 Function not implemented",
+        "getaddrinfo EAI_SYSTEM errno Function not implemented",
+        "socket -1 Function not implemented",
+        "dlopen null: dlopen is not supported in the sandbox (ENOSYS)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}`:\n{stdout}");
+    }
+    for call in ["sigaction", "getaddrinfo", "socket", "dlopen"] {
+        let line = format!("heddle: {call} is not supported in the sandbox (ENOSYS)");
+        assert_eq!(
+            stdout.matches(&line).count(),
+            1,
+            "the run's stderr names `{call}` once:\n{stdout}"
+        );
+    }
+    // The C++ spelling of the same headers compiles too.
+    let dir = tempdir();
+    let cpp = dir.path().join("posix.cpp");
+    std::fs::write(
+        &cpp,
+        "#include <csignal>\n#include <netdb.h>\n#include <sys/socket.h>\n#include <dlfcn.h>\n\
+         int main() { sigset_t s; sigfillset(&s); pthread_sigmask(SIG_BLOCK, &s, nullptr);\n\
+         addrinfo *r = nullptr; return getaddrinfo(\"h\", nullptr, nullptr, &r) == EAI_SYSTEM && !dlopen(\"x\", RTLD_NOW) && socket(AF_INET, SOCK_STREAM, 0) == -1 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let wasm = dir.path().join("posix.wasm");
+    let out = heddle_out(&["cc", path_str(&cpp), "-o", path_str(&wasm)]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let out = heddle_out(&["run", path_str(&wasm)]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+}
