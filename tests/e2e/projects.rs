@@ -1,6 +1,6 @@
 //! Projects built by their own build systems (`tests/projects/`): a
 //! Makefile with a static library, an autoconf `configure`, CMake with C++
-//! threads. Each builds with heddle's compiler as CC/CXX, heddle finds the
+//! threads, K&R C reading its parameters from a granted directory. Each builds with heddle's compiler as CC/CXX, heddle finds the
 //! planted bug, the replay reproduces it, and the `-DFIXED` build passes.
 
 use crate::common::*;
@@ -9,12 +9,20 @@ use std::process::Output;
 
 /// A private copy of `tests/projects/NAME` (builds write into it).
 fn copy_project(name: &str) -> tempfile::TempDir {
-    let dir = tempdir();
-    let src = repo().join("tests/projects").join(name);
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let p = entry.unwrap().path();
-        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let p = entry.unwrap().path();
+            let dest = to.join(p.file_name().unwrap());
+            if p.is_dir() {
+                copy(&p, &dest);
+            } else {
+                std::fs::copy(&p, &dest).unwrap();
+            }
+        }
     }
+    let dir = tempdir();
+    copy(&repo().join("tests/projects").join(name), dir.path());
     dir
 }
 
@@ -42,11 +50,17 @@ fn assert_ok(what: &str, out: &Output) {
 /// Fuzzes `module` (built in `dir`) until the bug shows, replays the
 /// replay file twice (the same output each time) and returns its verdict.
 fn hunt(dir: &Path, module: &str, needle: &str) -> String {
+    hunt_with(dir, module, &[], needle)
+}
+
+/// [`hunt`] with extra `heddle fuzz` options.
+fn hunt_with(dir: &Path, module: &str, extra: &[&str], needle: &str) -> String {
     let out = dir.join("hunt");
     let o = heddle()
         .current_dir(dir)
         .args(["fuzz", module, "--runs", "2000", "--quiet", "--out"])
         .arg(&out)
+        .args(extra)
         .output()
         .unwrap();
     let stdout = text(&o.stdout);
@@ -241,4 +255,57 @@ fn cmake_cxx17_project_with_std_thread_mutex_condvar_and_iostream() {
     );
     assert_ok("cmake (fixed)", &fixed);
     passes(p.path(), "fixed/ring_test.wasm");
+}
+
+#[test]
+fn kr_program_with_a_cast_worker_reads_its_parameters_from_a_dir_grant() {
+    toolchain();
+    let p = copy_project("kr-params");
+    let build = sh(p.path(), "eval \"$(\"$HEDDLE\" toolchain env)\"; make");
+    assert_ok("make", &build);
+    // Without the grant the program says why, as natively.
+    let o = heddle()
+        .current_dir(p.path())
+        .args(["run", "./slaves", "--show-output"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stdout).contains("/data/params.txt"),
+        "{}",
+        text(&o.stdout)
+    );
+    let stdout = hunt_with(
+        p.path(),
+        "./slaves",
+        &["--dir", "params:/data"],
+        "sum == (long)nslaves * units",
+    );
+    assert!(stdout.contains("data race on sum"), "{stdout}");
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make clean; make CFLAGS=-DFIXED",
+    );
+    assert_ok("make (fixed)", &fixed);
+    let o = heddle()
+        .current_dir(p.path())
+        .args([
+            "fuzz",
+            "./slaves",
+            "--dir",
+            "params:/data",
+            "--runs",
+            "300",
+            "--quiet",
+            "--out",
+            "fixed-out",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
 }
