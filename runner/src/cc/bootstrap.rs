@@ -89,18 +89,24 @@ fn libcxx_dir() -> PathBuf {
 const LIBCXX_FIX: &str = "run `heddle toolchain install` (builds libc++ with threads from Debian's LLVM 19 sources once, ~2 min)";
 
 /// rustup's self-contained directory for the threads target, if rustc is
-/// found (whether or not the target is installed).
+/// found (whether or not the target is installed). Asked of rustc once per
+/// process: every compile checks the toolchain, and a build system runs
+/// the compiler driver once per file.
 fn rust_self_contained() -> Option<PathBuf> {
-    let out = Command::new("rustc")
-        .arg("--print")
-        .arg("sysroot")
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let root = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Some(Path::new(&root).join("lib/rustlib/wasm32-wasip1-threads/lib/self-contained"))
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new("rustc")
+            .arg("--print")
+            .arg("sysroot")
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let root = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Some(Path::new(&root).join("lib/rustlib/wasm32-wasip1-threads/lib/self-contained"))
+    })
+    .clone()
 }
 
 fn present(path: PathBuf) -> Option<PathBuf> {
