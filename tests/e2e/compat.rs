@@ -286,3 +286,21 @@ fn posix_calls_the_sandbox_lacks_build_and_fail_with_enosys_by_name() {
     let out = heddle_out(&["run", path_str(&wasm)]);
     assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
 }
+
+#[test]
+fn a_mismatched_call_to_an_aliased_libc_function_adapts() {
+    // autoconf's link probe: `char pthread_create(); … pthread_create();`.
+    // wasi-libc defines it as an alias of `__pthread_create`, so the
+    // adapter finds the definition through the export the link keeps.
+    let dir = tempdir();
+    let src = dir.path().join("probe.c");
+    std::fs::write(
+        &src,
+        "char pthread_create();\nint main(void) { return pthread_create() == 99; }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("probe.wasm");
+    let bytes = link(&[path_str(&src)], &out);
+    let program = heddle::runtime::Program::new(&bytes, &Default::default());
+    assert!(program.is_ok(), "{:?}", program.err());
+}

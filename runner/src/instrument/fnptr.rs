@@ -120,6 +120,10 @@ pub struct Facts<'a> {
     /// Type index of each function (imported, then defined).
     pub func_types: &'a [u32],
     pub func_names: &'a BTreeMap<u32, String>,
+    /// Exported functions by export name: a definition whose symbol is an
+    /// alias (`pthread_create` for `__pthread_create`) is found here once
+    /// the link keeps it with `--export-if-defined`.
+    pub func_exports: &'a BTreeMap<String, u32>,
 }
 
 impl Facts<'_> {
@@ -249,6 +253,9 @@ pub fn describe_sig(sig: &Sig) -> String {
 pub fn stub_targets(facts: &Facts) -> Result<BTreeMap<u32, u32>> {
     let mut by_name: BTreeMap<&str, u32> = BTreeMap::new();
     for (&i, n) in facts.func_names {
+        by_name.entry(n.as_str()).or_insert(i);
+    }
+    for (n, &i) in facts.func_exports {
         by_name.entry(n.as_str()).or_insert(i);
     }
     let mut out = BTreeMap::new();
@@ -465,6 +472,7 @@ pub struct OwnedFacts {
     pub types: Vec<Sig>,
     pub func_types: Vec<u32>,
     pub func_names: BTreeMap<u32, String>,
+    pub func_exports: BTreeMap<String, u32>,
 }
 
 impl OwnedFacts {
@@ -473,6 +481,7 @@ impl OwnedFacts {
             types: &self.types,
             func_types: &self.func_types,
             func_names: &self.func_names,
+            func_exports: &self.func_exports,
         }
     }
 }
@@ -482,6 +491,7 @@ pub fn module_facts(bytes: &[u8]) -> Result<OwnedFacts> {
     let mut types = Vec::new();
     let mut func_types = Vec::new();
     let mut names = BTreeMap::new();
+    let mut func_exports = BTreeMap::new();
     for p in Parser::new(0).parse_all(bytes) {
         match p? {
             Payload::TypeSection(r) => {
@@ -502,6 +512,14 @@ pub fn module_facts(bytes: &[u8]) -> Result<OwnedFacts> {
                     func_types.push(t?);
                 }
             }
+            Payload::ExportSection(r) => {
+                for e in r {
+                    let e = e?;
+                    if e.kind == wasmparser::ExternalKind::Func {
+                        func_exports.insert(e.name.to_string(), e.index);
+                    }
+                }
+            }
             Payload::CustomSection(c) => {
                 if let KnownCustom::Name(ns) = c.as_known() {
                     for n in ns.into_iter().flatten() {
@@ -520,6 +538,7 @@ pub fn module_facts(bytes: &[u8]) -> Result<OwnedFacts> {
         types,
         func_types,
         func_names: names,
+        func_exports,
     })
 }
 
@@ -729,6 +748,7 @@ mod tests {
             types: &types,
             func_types: &func_types,
             func_names: &names,
+            func_exports: &BTreeMap::new(),
         };
         let e = stub_targets(&facts).unwrap_err().to_string();
         assert!(!e.contains('\n'), "{e}");
@@ -742,6 +762,7 @@ mod tests {
             types: &types,
             func_types: &func_types,
             func_names: &names,
+            func_exports: &BTreeMap::new(),
         };
         assert_eq!(
             stub_targets(&facts)

@@ -58,7 +58,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 15;
+pub const INSTRUMENTER_VERSION: u32 = 16;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -336,7 +336,11 @@ pub fn adaptable_stubs(bytes: &[u8]) -> Result<()> {
 pub fn stub_keep_flags(bytes: &[u8]) -> Result<Vec<String>> {
     let owned = fnptr::module_facts(bytes).context("malformed WebAssembly module")?;
     let names = &owned.func_names;
-    let defined: std::collections::BTreeSet<&str> = names.values().map(String::as_str).collect();
+    let defined: std::collections::BTreeSet<&str> = names
+        .values()
+        .map(String::as_str)
+        .chain(owned.func_exports.keys().map(String::as_str))
+        .collect();
     let mut flags: Vec<String> = names
         .values()
         .filter_map(|n| n.strip_prefix("signature_mismatch:"))

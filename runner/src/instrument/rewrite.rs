@@ -467,6 +467,8 @@ struct ModuleFacts {
     /// Original function import names, by index.
     import_names: Vec<String>,
     func_names: BTreeMap<u32, String>,
+    /// Exported functions by export name.
+    func_exports: BTreeMap<String, u32>,
     sp_global: Option<u32>,
     start: Option<u32>,
     num_types: u32,
@@ -493,6 +495,7 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
         imported_funcs: 0,
         import_names: Vec::new(),
         func_names: BTreeMap::new(),
+        func_exports: BTreeMap::new(),
         sp_global: None,
         start: None,
         num_types: 0,
@@ -550,6 +553,14 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
             Payload::TableSection(r) => f.has_table |= r.count() > 0,
             Payload::GlobalSection(r) => f.num_globals += r.count(),
             Payload::StartSection { func, .. } => f.start = Some(func),
+            Payload::ExportSection(r) => {
+                for e in r {
+                    let e = e?;
+                    if e.kind == wasmparser::ExternalKind::Func {
+                        f.func_exports.insert(e.name.to_string(), e.index);
+                    }
+                }
+            }
             Payload::CustomSection(c) => {
                 if let KnownCustom::Name(names) = c.as_known() {
                     for n in names.into_iter().flatten() {
@@ -814,6 +825,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             types: &facts.types,
             func_types: &facts.func_types,
             func_names: &facts.func_names,
+            func_exports: &facts.func_exports,
         },
     )
     .context("malformed WebAssembly module")?;
@@ -1206,6 +1218,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                                 types: &facts.types,
                                 func_types: &facts.func_types,
                                 func_names: &facts.func_names,
+                                func_exports: &facts.func_exports,
                             },
                         );
                         funcs.push(FuncInfo {
