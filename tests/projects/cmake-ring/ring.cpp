@@ -1,7 +1,10 @@
 // ring.cpp — the planted bug: the hand-over count is read under the lock
-// but written back after it is released, so a hand-over made meanwhile by
-// the next member is lost. -DFIXED counts under the lock.
+// but written back after the lock is released and the hand-over logged, so
+// a hand-over the next member makes meanwhile is lost. -DFIXED counts
+// under the lock.
 #include "ring.hpp"
+
+#include <cstdio>
 
 void Ring::pass(int member) {
     std::unique_lock<std::mutex> guard(lock_);
@@ -11,10 +14,13 @@ void Ring::pass(int member) {
 #ifdef FIXED
     passes_++;
     turn_.notify_all();
+    guard.unlock();
+    std::printf("member %d passed the token\n", member);
 #else
     int seen = passes_;
     turn_.notify_all();
     guard.unlock();
+    std::printf("member %d passed the token\n", member);
     passes_ = seen + 1;
 #endif
 }
