@@ -5,7 +5,7 @@ use super::{EXIT_BUG, EXIT_OK};
 use crate::campaign::journal::Journal;
 use crate::campaign::summary::{self, Summary, Timing};
 use crate::campaign::{self, exec, SeedPlan, Shard};
-use crate::report::json::{FailureDoc, VerdictDoc};
+use crate::report::campaign as report;
 use crate::reproduce;
 use crate::runtime::{Program, RunConfig};
 use anyhow::{bail, Result};
@@ -168,7 +168,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     };
     crate::interrupt::install();
     let o = c.run(&opts)?;
-    let reports = write_reports(&c, &o, &opts.out)?;
+    let reports = report::write_reports(&c, &o, &opts.out)?;
     print_outcome(
         out,
         &o,
@@ -178,67 +178,11 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         a.campaign.stats || super::global().verbose > 0,
         !a.campaign.keep_going,
     )?;
-    let docs: Vec<FailureDoc> = o
-        .failures
-        .iter()
-        .zip(&reports)
-        .map(|((f, _), html)| {
-            let replay = (!f.replay.is_empty()).then(|| opts.out.join(&f.replay));
-            FailureDoc {
-                seed: f.first_seed,
-                verdict: VerdictDoc {
-                    kind: f.kind.clone(),
-                    signature: f.signature.clone(),
-                    summary: f.summary.clone(),
-                },
-                replay: replay.as_ref().map(|p| p.display().to_string()),
-                report: html.as_ref().map(|h| h.display().to_string()),
-                replay_command: replay.map(|p| format!("heddle replay {}", p.display())),
-            }
-        })
-        .collect();
+    let docs = report::failure_docs(&o, &opts.out, &reports);
     let failing = o.summary.stats.failing_runs;
     let s_errors = o.summary.stats.error_runs;
     if let Some(path) = &a.junit {
-        use crate::report::junit::Outcome;
-        let failure = docs.first().map(|d| {
-            let mut text = format!(
-                "{failing} of {} runs failed (strategy {}); seed {}: {}",
-                o.summary.stats.runs,
-                o.summary.campaign.strategies.join(","),
-                d.seed,
-                d.verdict.summary
-            );
-            if let Some(c) = &d.replay_command {
-                text.push_str(&format!("\nreplay: {c}"));
-            }
-            if let Some(r) = &d.report {
-                text.push_str(&format!("\nreport: {r}"));
-            }
-            Outcome::Failure {
-                message: d.verdict.summary.clone(),
-                text,
-            }
-        });
-        let outcome = failure
-            .or_else(|| {
-                let e = o.summary.error.first()?;
-                Some(Outcome::Error {
-                    message: format!("{s_errors} run(s) failed inside heddle"),
-                    text: format!("seed {}: {}", e.first_seed, e.message),
-                })
-            })
-            .or_else(|| {
-                let sig = o.interrupted?;
-                Some(Outcome::Skipped {
-                    message: format!(
-                        "stopped by {} after {} runs",
-                        crate::interrupt::name(sig),
-                        o.summary.stats.runs
-                    ),
-                })
-            })
-            .unwrap_or(Outcome::Pass);
+        let outcome = report::junit_outcome(&o, &docs);
         crate::report::junit::write(
             path,
             &crate::report::junit::Case {
@@ -264,7 +208,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
             doc.replay = d.replay.clone();
         }
         doc.failures = docs;
-        doc.races = race_docs(&c, s)?;
+        doc.races = report::race_docs(&c, s)?;
         doc.statistics = Statistics {
             runs: s.stats.runs,
             failing,
@@ -294,61 +238,6 @@ fn target_name(t: &crate::target::Target) -> String {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "target".into())
-}
-
-/// Writes the HTML report next to each failure's replay file; returns its
-/// path per failure (None when there is no replay file, or the run is too
-/// long to draw — a hang at the step budget, typically).
-fn write_reports(
-    c: &exec::Campaign,
-    o: &exec::Outcome,
-    out: &Path,
-) -> Result<Vec<Option<PathBuf>>> {
-    let mut paths = Vec::new();
-    for (f, detailed) in &o.failures {
-        let html = match detailed {
-            Some(r) if !f.replay.is_empty() && r.steps <= crate::report::MAX_REPORT_STEPS => {
-                let replay = out.join(&f.replay);
-                let html = replay.with_extension("html");
-                let cfg = RunConfig {
-                    seed: f.first_seed,
-                    strategy: c.portfolio.members[c.portfolio.member(f.first_seed)].clone(),
-                    ..c.base.clone()
-                };
-                crate::report::write_html(
-                    c.program,
-                    &cfg,
-                    &r.decisions,
-                    &c.target.given.display().to_string(),
-                    format!("heddle replay {}", replay.display()),
-                    &html,
-                )?;
-                Some(html)
-            }
-            _ => None,
-        };
-        paths.push(html);
-    }
-    Ok(paths)
-}
-
-/// Each distinct data race of the campaign as a document, from a re-run of
-/// its first seed (the journal keeps only its summary).
-fn race_docs(c: &exec::Campaign, s: &Summary) -> Result<Vec<crate::report::json::RaceDoc>> {
-    let mut docs = Vec::new();
-    for race in &s.race {
-        let cfg = RunConfig {
-            seed: race.first_seed,
-            strategy: c.portfolio.members[c.portfolio.member(race.first_seed)].clone(),
-            event_stacks: true,
-            ..c.base.clone()
-        };
-        let r = c.program.run(&cfg)?;
-        if let Some(x) = r.races.iter().find(|x| x.summary() == race.summary) {
-            docs.push(crate::report::json::RaceDoc::of(race.first_seed, x));
-        }
-    }
-    Ok(docs)
 }
 
 /// Prints what a campaign session found.

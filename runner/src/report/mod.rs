@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod campaign;
 pub mod deadlock;
 pub mod diagram;
 pub mod html;

@@ -1,0 +1,132 @@
+//! What a fuzzing campaign found, as report values: the HTML report beside
+//! each failure's replay file, a document per failure and per distinct data
+//! race, and the JUnit outcome. `heddle fuzz` renders these; a library user
+//! gets the same values.
+
+use super::json::{FailureDoc, RaceDoc, VerdictDoc};
+use super::junit::Outcome;
+use crate::campaign::exec::{Campaign, Outcome as Session};
+use crate::campaign::summary::Summary;
+use crate::runtime::RunConfig;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// Writes the HTML report next to each failure's replay file; returns its
+/// path per failure (None when there is no replay file, or the run is too
+/// long to draw — a hang at the step budget, typically).
+pub fn write_reports(c: &Campaign, o: &Session, out: &Path) -> Result<Vec<Option<PathBuf>>> {
+    let mut paths = Vec::new();
+    for (f, detailed) in &o.failures {
+        let html = match detailed {
+            Some(r) if !f.replay.is_empty() && r.steps <= super::MAX_REPORT_STEPS => {
+                let replay = out.join(&f.replay);
+                let html = replay.with_extension("html");
+                let cfg = RunConfig {
+                    seed: f.first_seed,
+                    strategy: c.portfolio.members[c.portfolio.member(f.first_seed)].clone(),
+                    ..c.base.clone()
+                };
+                super::write_html(
+                    c.program,
+                    &cfg,
+                    &r.decisions,
+                    &c.target.given.display().to_string(),
+                    format!("heddle replay {}", replay.display()),
+                    &html,
+                )?;
+                Some(html)
+            }
+            _ => None,
+        };
+        paths.push(html);
+    }
+    Ok(paths)
+}
+
+/// One document per failure of the session, with its replay file (in
+/// `out`) and HTML report (`reports`, from [`write_reports`]).
+pub fn failure_docs(o: &Session, out: &Path, reports: &[Option<PathBuf>]) -> Vec<FailureDoc> {
+    o.failures
+        .iter()
+        .zip(reports)
+        .map(|((f, _), html)| {
+            let replay = (!f.replay.is_empty()).then(|| out.join(&f.replay));
+            FailureDoc {
+                seed: f.first_seed,
+                verdict: VerdictDoc {
+                    kind: f.kind.clone(),
+                    signature: f.signature.clone(),
+                    summary: f.summary.clone(),
+                },
+                replay: replay.as_ref().map(|p| p.display().to_string()),
+                report: html.as_ref().map(|h| h.display().to_string()),
+                replay_command: replay.map(|p| format!("heddle replay {}", p.display())),
+            }
+        })
+        .collect()
+}
+
+/// Each distinct data race of the campaign as a document, from a re-run of
+/// its first seed (the journal keeps only its summary).
+pub fn race_docs(c: &Campaign, s: &Summary) -> Result<Vec<RaceDoc>> {
+    let mut docs = Vec::new();
+    for race in &s.race {
+        let cfg = RunConfig {
+            seed: race.first_seed,
+            strategy: c.portfolio.members[c.portfolio.member(race.first_seed)].clone(),
+            event_stacks: true,
+            ..c.base.clone()
+        };
+        let r = c.program.run(&cfg)?;
+        if let Some(x) = r.races.iter().find(|x| x.summary() == race.summary) {
+            docs.push(RaceDoc::of(race.first_seed, x));
+        }
+    }
+    Ok(docs)
+}
+
+/// The campaign as one JUnit test case's outcome: a failure (the first
+/// one found, with how to replay it), else runs that failed inside heddle,
+/// else a stop by a signal, else a pass.
+pub fn junit_outcome(o: &Session, docs: &[FailureDoc]) -> Outcome {
+    let stats = &o.summary.stats;
+    let failure = docs.first().map(|d| {
+        let mut text = format!(
+            "{} of {} runs failed (strategy {}); seed {}: {}",
+            stats.failing_runs,
+            stats.runs,
+            o.summary.campaign.strategies.join(","),
+            d.seed,
+            d.verdict.summary
+        );
+        if let Some(c) = &d.replay_command {
+            text.push_str(&format!("\nreplay: {c}"));
+        }
+        if let Some(r) = &d.report {
+            text.push_str(&format!("\nreport: {r}"));
+        }
+        Outcome::Failure {
+            message: d.verdict.summary.clone(),
+            text,
+        }
+    });
+    failure
+        .or_else(|| {
+            let e = o.summary.error.first()?;
+            Some(Outcome::Error {
+                message: format!("{} run(s) failed inside heddle", stats.error_runs),
+                text: format!("seed {}: {}", e.first_seed, e.message),
+            })
+        })
+        .or_else(|| {
+            let sig = o.interrupted?;
+            Some(Outcome::Skipped {
+                message: format!(
+                    "stopped by {} after {} runs",
+                    crate::interrupt::name(sig),
+                    stats.runs
+                ),
+            })
+        })
+        .unwrap_or(Outcome::Pass)
+}
