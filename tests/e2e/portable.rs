@@ -148,17 +148,26 @@ fn a_failure_replays_in_another_checkout_with_another_empty_cache() {
         &["--dir", "data:/data"],
         "heddle-out",
     );
+    // C++: the module links heddle's libc++, whose headers and archives
+    // are in each cache (another path) and must not make another module.
+    let cxx = a.fuzz(bin, "targets/codeblock.cpp", &[], "heddle-out");
     let mail = base.path().join("mail");
     let bank = send(&bank, &mail);
     let input = send(&input, &mail);
+    let cxx = send(&cxx, &mail);
     let bank_file = ReplayFile::load(&bank).unwrap();
     let input_file = ReplayFile::load(&input).unwrap();
+    let cxx_file = ReplayFile::load(&cxx).unwrap();
     assert_eq!(input_file.run.dirs.len(), 1);
     assert_eq!(input_file.run.dirs[0].host, "data");
     assert!(input_file.run.dirs[0].files.contains_key("input.txt"));
 
     // The teammate's checkout: same sources, another path, its own cache.
-    for (file, path) in [(&bank_file, &bank), (&input_file, &input)] {
+    for (file, path) in [
+        (&bank_file, &bank),
+        (&input_file, &input),
+        (&cxx_file, &cxx),
+    ] {
         let o = b.heddle(&["replay", path.to_str().unwrap()]);
         assert_reproduced(&o, file, "other checkout");
         // Its own build of the source is the shipped module, byte for byte.

@@ -40,6 +40,11 @@ pub const MAX_MEMORY: u64 = 64 << 20;
 /// times as many scheduling points for the same logic.
 pub const DEFAULT_OPT: &str = "-O1";
 
+/// Whether `args` choose an optimisation level.
+fn has_opt_level(args: &[String]) -> bool {
+    args.iter().any(|a| a.starts_with("-O"))
+}
+
 /// Flags accepted by old C (implicit declarations, implicit int, K&R
 /// definitions) that clang 19 rejects by default.
 pub const LEGACY_FLAGS: &[&str] = &[
@@ -399,7 +404,7 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
         .clone()
         .unwrap_or_else(|| project_root(&std::env::current_dir().unwrap_or_default()));
     cmd.args(path_map_flags(tc, &root));
-    if !req.args.iter().any(|a| a.starts_with("-O")) {
+    if !has_opt_level(&req.args) {
         cmd.arg(DEFAULT_OPT);
     }
     cmd.arg(format!("-I{}", tc.sdk_include.display()));
@@ -512,12 +517,7 @@ pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<Option<PathBuf>> {
 /// instrumentation step turns them into adapters, and a module where that
 /// is impossible is refused when it is run, naming both signatures.
 pub fn check_linked(bytes: &[u8]) -> Result<()> {
-    let info = ModuleInfo::parse(bytes)?;
-    if let Some(stub) = info
-        .trap_stubs()
-        .iter()
-        .find(|s| !s.starts_with("signature_mismatch:"))
-    {
+    if let Some(stub) = ModuleInfo::parse(bytes)?.fatal_trap_stub() {
         bail!(
             "module rejected: wasm-ld inserted the trap stub `{stub}` (a weak symbol is undefined); it would trap at run time for a reason unrelated to concurrency — fix the declaration"
         );
@@ -529,7 +529,7 @@ pub fn check_linked(bytes: &[u8]) -> Result<()> {
 /// a replay records names the level it was built at.
 pub fn with_opt_level(flags: &[String]) -> Vec<String> {
     let mut v = flags.to_vec();
-    if !v.iter().any(|f| f.starts_with("-O")) {
+    if !has_opt_level(&v) {
         v.push(DEFAULT_OPT.to_string());
     }
     v
@@ -573,6 +573,12 @@ fn dep_name(root: &Path, path: &Path) -> String {
         .into_owned()
 }
 
+/// One line of an entry's dependency list: a header's name and the hash
+/// of its contents.
+fn dep_line(name: &str, contents: &[u8]) -> String {
+    format!("{name}\t{}\n", paths::sha256_hex(contents))
+}
+
 /// The file a dependency name stands for.
 fn dep_path(root: &Path, name: &str) -> PathBuf {
     let p = Path::new(name);
@@ -584,8 +590,12 @@ fn dep_path(root: &Path, name: &str) -> PathBuf {
 }
 
 /// The files `tc` itself provides (covered by its identity, not hashed).
+/// `path` is canonical, so the directories are compared canonical too; the
+/// directory holding the sysroot holds what it links to (heddle's libc++
+/// headers, its wasi-libc headers).
 fn in_toolchain(tc: &Toolchain, path: &Path) -> bool {
     let mut dirs = vec![tc.sysroot.clone()];
+    dirs.extend(tc.sysroot.parent().map(Path::to_path_buf));
     dirs.extend(tc.resource_dir.clone());
     dirs.extend(tc.sdk_include.parent().map(Path::to_path_buf));
     dirs.extend(
@@ -685,7 +695,7 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
         for line in recorded.lines() {
             let (name, _) = line.rsplit_once('\t')?;
             let text = fs::read(dep_path(&root, name)).ok()?;
-            now.push_str(&format!("{name}\t{}\n", paths::sha256_hex(&text)));
+            now.push_str(&dep_line(name, &text));
         }
         Some(now)
     };
@@ -711,11 +721,7 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
         let mut deps = String::new();
         for h in &headers {
             let text = fs::read(h).with_context(|| format!("cannot read {}", h.display()))?;
-            deps.push_str(&format!(
-                "{}\t{}\n",
-                dep_name(&root, h),
-                paths::sha256_hex(&text)
-            ));
+            deps.push_str(&dep_line(&dep_name(&root, h), &text));
         }
         let out = entry(&deps);
         if !out.exists() {

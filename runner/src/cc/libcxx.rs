@@ -32,7 +32,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Bumped whenever the build below changes in a way the flags do not show.
-pub const FORMAT: &str = "heddle-libcxx-1";
+pub const FORMAT: &str = "heddle-libcxx-2";
 /// The Debian source package the sources come from.
 pub const SOURCE_PACKAGE: &str = "llvm-toolchain-19";
 /// The Debian suite whose `deb-src` index is searched.
@@ -348,6 +348,13 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
     let mut flags: Vec<String> = TARGET_FLAGS.iter().map(|s| s.to_string()).collect();
     flags.push(format!("--sysroot={}", sysroot.display()));
     flags.push(format!("-resource-dir={}", inputs.resource_dir.display()));
+    // The archives name no directory of this machine (`__FILE__` in
+    // libc++abi's assertions): the same build anywhere gives the same bytes,
+    // and so do the C++ modules linked with it.
+    flags.push(format!(
+        "-ffile-prefix-map={}=/heddle/libcxx-build",
+        scratch.display()
+    ));
     let flags = flags.join(" ");
     let tool = |name: &str| inputs.llvm.join("bin").join(name);
     let mut cmake = Command::new("cmake");
@@ -407,14 +414,17 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
         let _ = fs::remove_dir_all(&p);
         let _ = fs::remove_file(&p);
     }
+    // The stamp is part of the toolchain's identity: what was built, not
+    // how long it took.
     fs::write(
         prefix.join("STAMP"),
-        format!(
-            "{FORMAT}\nsource {SOURCE_PACKAGE} {version} ({SUITE})\nfetched in {:.0} s, built in {:.0} s\n",
-            fetched.as_secs_f64(),
-            t1.elapsed().as_secs_f64()
-        ),
+        format!("{FORMAT}\nsource {SOURCE_PACKAGE} {version} ({SUITE})\n"),
     )?;
+    eprintln!(
+        "heddle: libc++ fetched in {:.0} s, built in {:.0} s",
+        fetched.as_secs_f64(),
+        t1.elapsed().as_secs_f64()
+    );
     let _ = fs::remove_dir_all(&target);
     fs::rename(&prefix, &target)
         .with_context(|| format!("cannot move the libc++ install to {}", target.display()))?;
