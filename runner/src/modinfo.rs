@@ -160,6 +160,16 @@ impl ModuleInfo {
             .collect()
     }
 
+    /// The first trap stub that would trap at run time: one for an
+    /// undefined weak symbol. `signature_mismatch:` stubs are not among
+    /// them: the instrumentation turns them into adapters
+    /// (`instrument::adaptable_stubs` checks that it can).
+    pub fn fatal_trap_stub(&self) -> Option<String> {
+        self.trap_stubs()
+            .into_iter()
+            .find(|s| !s.starts_with("signature_mismatch:"))
+    }
+
     /// Checks that this is a module heddle can run as a threaded program:
     /// it imports one shared memory and exports `_start` (and
     /// `wasi_thread_start` when it can spawn threads).
@@ -185,13 +195,7 @@ impl ModuleInfo {
         if self.imports_func("wasi", "thread-spawn") && !self.exports_func("wasi_thread_start") {
             bail!("module imports wasi.thread-spawn but does not export `wasi_thread_start`");
         }
-        // `signature_mismatch:` stubs become adapters when instrumented
-        // (`instrument::adaptable_stubs` checks that they can).
-        if let Some(stub) = self
-            .trap_stubs()
-            .iter()
-            .find(|s| !s.starts_with("signature_mismatch:"))
-        {
+        if let Some(stub) = self.fatal_trap_stub() {
             bail!("module contains the wasm-ld trap stub `{stub}`: it traps at run time for a reason unrelated to concurrency");
         }
         Ok(())

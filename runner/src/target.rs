@@ -32,26 +32,40 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
             path.display()
         );
     }
-    // A source's flags name its optimisation level, default or not, so a
-    // replay records what the module was built with.
-    let mut flags = cflags.to_vec();
-    let module_path = if cc::is_source(path) {
-        flags = cc::compile::with_opt_level(cflags);
+    if cc::is_source(path) {
         let tc = cc::ensure()?;
-        cc::compile_cached(&tc, &[path.to_path_buf()], &flags)
-            .with_context(|| format!("compiling {}", path.display()))?
-    } else {
-        if !cflags.is_empty() {
-            bail!(
-                "compiler flags given but {} is not a C/C++ source",
-                path.display()
-            );
-        }
-        path.to_path_buf()
-    };
-    let bytes = std::fs::read(&module_path)
+        let (module_path, flags) = build_sources(&tc, &[path.to_path_buf()], cflags)
+            .with_context(|| format!("compiling {}", path.display()))?;
+        return read_module(path, &module_path, &flags);
+    }
+    if !cflags.is_empty() {
+        bail!(
+            "compiler flags given but {} is not a C/C++ source",
+            path.display()
+        );
+    }
+    read_module(path, path, &[])
+}
+
+/// Compiles `sources` together through the cache. The flags returned name
+/// the optimisation level, default or not, so a replay records what the
+/// module was built with.
+fn build_sources(
+    tc: &cc::Toolchain,
+    sources: &[PathBuf],
+    cflags: &[String],
+) -> Result<(PathBuf, Vec<String>)> {
+    let flags = cc::compile::with_opt_level(cflags);
+    let module_path = cc::compile_cached(tc, sources, &flags)?;
+    Ok((module_path, flags))
+}
+
+/// Reads the module at `module_path` (built from `given` with `flags`) and
+/// keeps it in the cache by hash.
+fn read_module(given: &Path, module_path: &Path, flags: &[String]) -> Result<Target> {
+    let bytes = std::fs::read(module_path)
         .with_context(|| format!("cannot read {}", module_path.display()))?;
-    let t = from_bytes(path, &module_path, &flags, bytes)?;
+    let t = from_bytes(given, module_path, flags, bytes)?;
     keep_by_hash(&t.bytes);
     Ok(t)
 }
@@ -124,14 +138,9 @@ pub fn load_entry(m: &Manifest, e: &Entry, fixed: bool) -> Result<Target> {
             bail!("{}: {} is not a C or C++ source file", what(), s.display());
         }
     }
-    let flags = cc::compile::with_opt_level(&cflags);
     let tc = cc::ensure()?;
-    let module_path = cc::compile_cached(&tc, &sources, &flags).with_context(what)?;
-    let bytes = std::fs::read(&module_path)
-        .with_context(|| format!("cannot read {}", module_path.display()))?;
-    let t = from_bytes(&sources[0], &module_path, &flags, bytes)?;
-    keep_by_hash(&t.bytes);
-    Ok(t)
+    let (module_path, flags) = build_sources(&tc, &sources, &cflags).with_context(what)?;
+    read_module(&sources[0], &module_path, &flags)
 }
 
 /// Runs a manifest's build command with heddle's compilers and `cflags` in
