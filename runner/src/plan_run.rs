@@ -10,7 +10,7 @@ use crate::plan::{self, Known, Plan};
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::plan::{PlanProgress, PlanStrategy};
 use crate::target;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -222,10 +222,10 @@ pub fn write_replay(
     };
     let (detailed, _) = run_plan(program, plan, &cfg)?;
     if detailed.decisions != r.result.decisions {
-        bail!(
-            "internal error: plan run seed {} did not repeat its schedule with diagnostics on",
+        return Err(crate::internal!(
+            "plan run seed {} did not repeat its schedule with diagnostics on",
             r.seed
-        );
+        ));
     }
     let mut file = crate::reproduce::record(t, program, &cfg, r.seed, &detailed)?;
     // The decisions are complete: the replay follows them, whatever decided them.

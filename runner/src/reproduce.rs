@@ -85,7 +85,9 @@ pub fn record(
 /// Returns the module's path.
 pub fn save(path: &Path, file: &mut ReplayFile, module: &[u8]) -> Result<PathBuf> {
     if paths::sha256_hex(module) != file.module.sha256 {
-        bail!("internal error: the module to ship is not the one the replay was recorded on");
+        return Err(crate::internal!(
+            "the module to ship is not the one the replay was recorded on"
+        ));
     }
     let name = file.module_file_name();
     let dir = path.parent().unwrap_or(Path::new(""));

@@ -6,8 +6,47 @@
 
 use crate::cc;
 use crate::manifest::{Entry, Manifest};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+
+/// Why a target could not be loaded: each names something the user gave.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The named file does not exist.
+    #[error("{}: no such file", .0.display())]
+    NotFound(PathBuf),
+    /// The named path is a directory.
+    #[error("{}: is a directory, not a module or source file", .0.display())]
+    Directory(PathBuf),
+    /// Compiler flags were given for a module, which is not compiled.
+    #[error("compiler flags given but {} is not a C/C++ source", .0.display())]
+    FlagsForModule(PathBuf),
+    /// The file is not a wasm module heddle can run (the cause says why).
+    #[error("{}", .path.display())]
+    NotAModule {
+        /// The module file.
+        path: PathBuf,
+        /// What is wrong with its bytes.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A wasm object file (`-c` output) where a linked module is needed.
+    #[error("{} is a wasm object file (compiled with -c), not a linked module: link it with `heddle cc`", .0.display())]
+    ObjectFile(PathBuf),
+    /// A manifest's source list names something that is not C or C++.
+    #[error("{} is not a C or C++ source file", .0.display())]
+    NotASource(PathBuf),
+    /// A manifest's build command failed.
+    #[error("build command `{command}` failed ({status}){last_line}")]
+    BuildFailed {
+        /// The command, as the manifest gives it.
+        command: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// `: ` and the last line it printed on stderr, or nothing.
+        last_line: String,
+    },
+}
 
 /// A target module, loaded.
 #[derive(Debug, Clone)]
@@ -24,13 +63,10 @@ pub struct Target {
 /// Loads `path`; `cflags` are extra clang flags for a source (e.g. `-DFIXED`).
 pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
     if !path.exists() {
-        bail!("{}: no such file", path.display());
+        return Err(TargetError::NotFound(path.into()).into());
     }
     if path.is_dir() {
-        bail!(
-            "{}: is a directory, not a module or source file",
-            path.display()
-        );
+        return Err(TargetError::Directory(path.into()).into());
     }
     if cc::is_source(path) {
         let tc = cc::ensure()?;
@@ -39,10 +75,7 @@ pub fn load(path: &Path, cflags: &[String]) -> Result<Target> {
         return read_module(path, &module_path, &flags);
     }
     if !cflags.is_empty() {
-        bail!(
-            "compiler flags given but {} is not a C/C++ source",
-            path.display()
-        );
+        return Err(TargetError::FlagsForModule(path.into()).into());
     }
     read_module(path, path, &[])
 }
@@ -78,13 +111,12 @@ pub fn from_bytes(
     cflags: &[String],
     bytes: Vec<u8>,
 ) -> Result<Target> {
-    let info = crate::modinfo::ModuleInfo::parse(&bytes)
-        .with_context(|| format!("{}", module_path.display()))?;
+    let info = crate::modinfo::ModuleInfo::parse(&bytes).map_err(|e| TargetError::NotAModule {
+        path: module_path.into(),
+        cause: e.into(),
+    })?;
     if info.is_object {
-        bail!(
-            "{} is a wasm object file (compiled with -c), not a linked module: link it with `heddle cc`",
-            module_path.display()
-        );
+        return Err(TargetError::ObjectFile(module_path.into()).into());
     }
     Ok(Target {
         given: given.to_path_buf(),
@@ -135,7 +167,7 @@ pub fn load_entry(m: &Manifest, e: &Entry, fixed: bool) -> Result<Target> {
     let sources = m.sources(e);
     for s in &sources {
         if !cc::is_source(s) {
-            bail!("{}: {} is not a C or C++ source file", what(), s.display());
+            return Err(TargetError::NotASource(s.clone())).with_context(what);
         }
     }
     let tc = cc::ensure()?;
@@ -166,11 +198,12 @@ fn run_build(m: &Manifest, cmd: &str, cflags: &[String]) -> Result<()> {
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        bail!(
-            "build command `{cmd}` failed ({}){}",
-            out.status,
-            last.map(|l| format!(": {}", l.trim())).unwrap_or_default()
-        );
+        return Err(TargetError::BuildFailed {
+            command: cmd.into(),
+            status: out.status,
+            last_line: last.map(|l| format!(": {}", l.trim())).unwrap_or_default(),
+        }
+        .into());
     }
     Ok(())
 }

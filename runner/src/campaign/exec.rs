@@ -364,10 +364,10 @@ impl Campaign<'_> {
             ..cfg.clone()
         })?;
         if detailed.decisions != r.decisions {
-            bail!(
-                "internal error: seed {} did not repeat its schedule with diagnostics on",
+            return Err(crate::internal!(
+                "seed {} did not repeat its schedule with diagnostics on",
                 cfg.seed
-            );
+            ));
         }
         let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, &detailed)?;
         let name = summary::replay_name(&id.target, detailed.verdict.kind(), cfg.seed);

@@ -188,7 +188,9 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     };
     let detailed = program.run(&cfg)?;
     if detailed.decisions != f.result.decisions || detailed.divergence.is_some() {
-        bail!("internal error: the failing schedule did not repeat with diagnostics on");
+        return Err(crate::internal!(
+            "the failing schedule did not repeat with diagnostics on"
+        ));
     }
     let mut file = crate::reproduce::record(&t, &program, &base, base.seed, &detailed)?;
     let stem = t

@@ -334,7 +334,7 @@ fn parse_and_dispatch() -> i32 {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("{}: {}", error_prefix(), crate::text::one_line(&e));
-                EXIT_USAGE
+                exit_code_of(crate::error::kind_of(&e))
             }
         };
     }
@@ -371,14 +371,18 @@ fn parse_and_dispatch() -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}: {}", error_prefix(), crate::text::one_line(&e));
-            if e.downcast_ref::<crate::reproduce::NotReproduced>()
-                .is_some()
-            {
-                EXIT_NOT_REPRODUCED
-            } else {
-                EXIT_USAGE
-            }
+            exit_code_of(crate::error::kind_of(&e))
         }
+    }
+}
+
+/// The exit code of a command that failed with an error of `kind`.
+pub fn exit_code_of(kind: crate::error::ErrorKind) -> i32 {
+    use crate::error::ErrorKind;
+    match kind {
+        ErrorKind::Input => EXIT_USAGE,
+        ErrorKind::NotReproduced => EXIT_NOT_REPRODUCED,
+        ErrorKind::Internal => EXIT_INTERNAL,
     }
 }
 

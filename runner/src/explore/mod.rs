@@ -1082,21 +1082,21 @@ pub fn explore(
             }),
         )?;
         if let Some(d) = &r.divergence {
-            bail!(
-                "internal error: schedule {} did not replay its prefix (decision {}: {})",
+            return Err(crate::internal!(
+                "schedule {} did not replay its prefix (decision {}: {})",
                 report.schedules + 1,
                 d.index,
                 d.actual
-            );
+            ));
         }
         if r.decisions.len() < prefix.len() || r.decisions[..prefix.len()] != prefix[..] {
-            bail!(
-                "internal error: schedule {} did not follow its prefix",
+            return Err(crate::internal!(
+                "schedule {} did not follow its prefix",
                 report.schedules + 1
-            );
+            ));
         }
         if r.choice_points.len() != r.decisions.len() {
-            bail!("internal error: choice points and decisions disagree");
+            return Err(crate::internal!("choice points and decisions disagree"));
         }
         report.schedules += 1;
         let feet = event_feet(program, &r.events);
@@ -1144,7 +1144,7 @@ pub fn explore(
                         .candidates
                         .iter()
                         .position(|c| c.tid == tid)
-                        .context("internal error: decision not among its candidates")?;
+                        .ok_or_else(|| crate::internal!("decision not among its candidates"))?;
                     (cp.candidates.clone(), None, taken)
                 }
                 Decision::Value {

@@ -21,7 +21,7 @@ use crate::model::Tid;
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::sched::{Choice, Strategy};
 use crate::trace::Decision;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::collections::BTreeMap;
 
 /// Identifies a decision point at which a thread could go on: (the running
@@ -45,11 +45,11 @@ impl Plan {
     /// reproduces the run's decisions.
     pub fn of_run(r: &RunResult) -> Result<Plan> {
         if r.choice_points.len() != r.decisions.len() {
-            bail!(
-                "internal error: {} choice points for {} decisions (run without record_choices?)",
+            return Err(crate::internal!(
+                "{} choice points for {} decisions (run without record_choices?)",
                 r.choice_points.len(),
                 r.decisions.len()
-            );
+            ));
         }
         let mut plan = Plan::default();
         let mut counts: BTreeMap<(Tid, u32), u32> = BTreeMap::new();
@@ -259,7 +259,9 @@ pub fn minimize(
         ..base.clone()
     })?;
     if check.divergence.is_some() || check.verdict.signature() != original.verdict.signature() {
-        bail!("internal error: the minimised schedule does not replay to the same verdict");
+        return Err(crate::internal!(
+            "the minimised schedule does not replay to the same verdict"
+        ));
     }
     Ok(Minimized {
         result: check,

@@ -167,9 +167,9 @@ pub fn write_html(
 ) -> Result<()> {
     let r = record(program, cfg)?;
     if r.decisions != expected {
-        anyhow::bail!(
-            "internal error: the run did not repeat its schedule when recorded for the report"
-        );
+        return Err(crate::internal!(
+            "the run did not repeat its schedule when recorded for the report"
+        ));
     }
     let dirs = source_dirs(source);
     let input = timeline::Input {

@@ -483,7 +483,7 @@ impl Program {
         drop(exec);
         let st = run
             .into_inner()
-            .ok_or_else(|| anyhow!("internal error: run state still shared"))?;
+            .ok_or_else(|| crate::internal!("run state still shared"))?;
         if let Some(failure) = st.sched.strategy.failure() {
             self.recycle_memory(memory, st.mem_high);
             return Err(sched::StrategyFailed(failure).into());
@@ -603,7 +603,7 @@ impl Program {
                         threads: self.positions(&st),
                     }
                 }
-                None => return Err(anyhow!("internal error: run ended without an outcome")),
+                None => return Err(crate::internal!("run ended without an outcome")),
             },
         };
         let thread_names = st.threads.iter().map(|t| t.name.clone()).collect();

@@ -131,6 +131,29 @@ pub struct ScheduleRecord {
     pub decisions: String,
 }
 
+/// Why a replay file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The file cannot be read.
+    #[error("{}: cannot read", .path.display())]
+    Unreadable {
+        /// The replay file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a replay this heddle reads (the cause says why).
+    #[error("{}", .path.display())]
+    Invalid {
+        /// The replay file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
 /// A replay file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -199,10 +222,16 @@ impl ReplayFile {
         Ok(f)
     }
 
-    pub fn load(path: &Path) -> Result<ReplayFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
-        Self::parse(&text).with_context(|| format!("{}", path.display()))
+    /// Reads and parses the replay file at `path`.
+    pub fn load(path: &Path) -> Result<ReplayFile, ReplayError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Unreadable {
+            path: path.into(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| ReplayError::Invalid {
+            path: path.into(),
+            cause: e.into(),
+        })
     }
 
     /// The instrumentation configuration the run used.
