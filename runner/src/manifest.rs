@@ -35,6 +35,7 @@ pub struct Entry {
     #[serde(default)]
     pub module: Option<String>,
     #[serde(default)]
+    /// Arguments passed to the program.
     pub args: Vec<String>,
     /// Expected verdict kind of the plain (buggy) build.
     pub buggy: String,
@@ -46,11 +47,13 @@ pub struct Entry {
     #[serde(default)]
     pub buggy_without_memcheck: Option<String>,
     #[serde(default)]
+    /// One line for people: what the target tests.
     pub description: String,
     /// A strategy and a seed count within which the buggy build shows its verdict.
     #[serde(default)]
     pub hunt_strategy: Option<String>,
     #[serde(default)]
+    /// Seeds within which `hunt_strategy` shows the bug.
     pub hunt_seeds: Option<u64>,
     /// Extra compiler flags for both builds.
     #[serde(default)]

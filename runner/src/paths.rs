@@ -60,6 +60,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 pub struct CacheLock(#[allow(dead_code)] File);
 
 impl CacheLock {
+    /// Takes the lock at `path`, waiting for another process that holds it.
     pub fn acquire(path: &Path) -> Result<CacheLock> {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir)?;

@@ -57,6 +57,7 @@ pub struct Target {
     pub module_path: PathBuf,
     /// Compiler flags it was built with (sources only).
     pub cflags: Vec<String>,
+    /// The module's bytes.
     pub bytes: Vec<u8>,
 }
 

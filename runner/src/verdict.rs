@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 /// A thread that could not proceed when a deadlock was declared.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockedThread {
+    /// The blocked thread.
     pub tid: Tid,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its name, when the program named it.
     pub name: Option<String>,
     /// The futex address it waits on.
     pub addr: u32,
@@ -33,8 +35,10 @@ pub struct BlockedThread {
 /// A lock held by a blocked thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldLock {
+    /// The lock's address.
     pub addr: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The variable at `addr`, when known.
     pub object: Option<String>,
     /// `file:line` where it was taken.
     pub site: String,
@@ -43,6 +47,7 @@ pub struct HeldLock {
 /// A thread's position when a run was stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadAt {
+    /// The thread.
     pub tid: Tid,
     /// `file:line` or `function+offset` of its next event.
     pub site: String,
@@ -53,27 +58,48 @@ pub struct ThreadAt {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Verdict {
     /// The program exited with the expected code.
-    Pass { exit_code: i32 },
+    /// How the program ended: exited with the expected code.
+    Pass {
+        /// The exit code.
+        exit_code: i32,
+    },
     /// `heddle_assert`/`heddle_fail`, or C `assert()`.
     Assertion {
+        /// The assertion's message.
         message: String,
+        /// The thread that failed it.
         tid: Tid,
+        /// Where, innermost first.
         stack: Vec<Frame>,
     },
     /// A wasm trap (out-of-bounds access, unreachable, `abort()`, …).
     Trap {
+        /// The trap's kind, as wasmtime names it.
         trap: String,
+        /// The full message.
         message: String,
+        /// The thread that trapped.
         tid: Tid,
+        /// Where, innermost first.
         stack: Vec<Frame>,
     },
     /// The program exited with an unexpected code.
-    Exit { code: i32, expected: i32 },
+    Exit {
+        /// The exit code.
+        code: i32,
+        /// The code that counts as a pass.
+        expected: i32,
+    },
     /// Every unfinished thread is blocked with no deadline.
-    Deadlock { threads: Vec<BlockedThread> },
+    Deadlock {
+        /// Every unfinished thread, with what it waits for.
+        threads: Vec<BlockedThread>,
+    },
     /// The step or virtual-time budget ran out.
     Hang {
+        /// Which budget ran out, or why the run counts as hung.
         reason: String,
+        /// Where each thread was.
         threads: Vec<ThreadAt>,
     },
     /// The memory checker found an invalid access or free.
@@ -86,6 +112,7 @@ pub enum Verdict {
 /// not ordered by happens-before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RaceReport {
+    /// The racing location.
     pub addr: u32,
     /// The variable at `addr`, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,10 +126,13 @@ pub struct RaceReport {
 /// One side of a race.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RaceAccess {
+    /// The thread that made the access.
     pub tid: Tid,
+    /// Whether it wrote.
     pub write: bool,
     /// `file:line` of the access.
     pub site: String,
+    /// The function of the access.
     pub function: String,
     /// Its stack (when the run recorded event stacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -120,6 +150,7 @@ impl RaceReport {
         }
     }
 
+    /// One line for people: what raced, where and by whom.
     pub fn summary(&self) -> String {
         let what = self
             .object
@@ -144,7 +175,9 @@ impl RaceReport {
 /// `double-free` or `invalid-free`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryVerdict {
+    /// The kind: `null-deref`, `use-after-free`, `heap-overflow`, `double-free` or `invalid-free`.
     pub error: String,
+    /// The thread that made the bad access or free.
     pub tid: Tid,
     /// The address accessed or freed.
     pub addr: u32,
@@ -158,17 +191,24 @@ pub struct MemoryVerdict {
 /// A heap block in a memory error report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeapBlockReport {
+    /// The block's first byte.
     pub start: u32,
+    /// Its size in bytes, as requested.
     pub size: u32,
+    /// The thread that allocated it.
     pub alloc_tid: Tid,
     /// `file:line` (or function) of the allocation call.
     pub alloc_site: String,
+    /// The allocation's stack, innermost first.
     pub alloc_stack: Vec<Frame>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The thread that freed it, if it was freed.
     pub free_tid: Option<Tid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `file:line` (or function) of the free call.
     pub free_site: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The free's stack, innermost first.
     pub free_stack: Vec<Frame>,
 }
 
@@ -215,6 +255,7 @@ impl Verdict {
         }
     }
 
+    /// Whether the run passed.
     pub fn is_pass(&self) -> bool {
         matches!(self, Verdict::Pass { .. })
     }

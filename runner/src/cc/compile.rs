@@ -80,7 +80,9 @@ pub enum Mode {
 /// How clang will treat one input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
+    /// C.
     C,
+    /// C++.
     Cxx,
     /// Assembly, preprocessed output of another language, …: compiled by
     /// clang, not by heddle's rules.
@@ -92,7 +94,9 @@ pub enum Lang {
 /// One input file of an invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Input {
+    /// The file as given.
     pub path: PathBuf,
+    /// How clang treats it.
     pub lang: Lang,
 }
 

@@ -22,7 +22,9 @@ pub struct Glue {
     pub cxx: PathBuf,
     /// `llvm-ar`, `llvm-ranlib`, `llvm-nm` of the toolchain.
     pub ar: PathBuf,
+    /// `llvm-ranlib`.
     pub ranlib: PathBuf,
+    /// `llvm-nm`.
     pub nm: PathBuf,
     /// The CMake toolchain file.
     pub cmake: PathBuf,

@@ -36,12 +36,18 @@ pub enum Flavor {
     /// Debian's LLVM 19 packages plus a sysroot assembled by heddle.
     Debian,
     /// A wasi-sdk installation named by `WASI_SDK_PATH`.
-    WasiSdk { root: PathBuf, version: String },
+    WasiSdk {
+        /// `WASI_SDK_PATH`.
+        root: PathBuf,
+        /// Its version.
+        version: String,
+    },
 }
 
 /// A complete, usable toolchain.
 #[derive(Debug, Clone)]
 pub struct Toolchain {
+    /// Where it comes from.
     pub flavor: Flavor,
     /// The C compiler driver.
     pub clang: PathBuf,
@@ -77,6 +83,7 @@ pub struct Component {
 }
 
 impl Component {
+    /// Whether it was found.
     pub fn ok(&self) -> bool {
         self.found.is_some()
     }

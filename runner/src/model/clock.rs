@@ -20,6 +20,7 @@ impl Clock {
     /// Resolution reported by `clock_res_get`.
     pub const RESOLUTION_NS: u64 = 1_000;
 
+    /// A clock at the start of a run.
     pub fn new() -> Clock {
         Clock { now_ns: 0 }
     }
@@ -34,6 +35,7 @@ impl Clock {
         Self::EPOCH_NS + self.now_ns
     }
 
+    /// Advances the clock by one step.
     pub fn tick(&mut self) {
         self.now_ns += Self::STEP_NS;
     }

@@ -6,11 +6,13 @@ use super::Tid;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Default, Clone)]
+/// Threads parked in `memory.atomic.wait`, by address, in the order they parked.
 pub struct FutexTable {
     queues: BTreeMap<u32, Vec<Tid>>,
 }
 
 impl FutexTable {
+    /// Parks `tid` on `addr`, behind the threads already waiting there.
     pub fn park(&mut self, addr: u32, tid: Tid) {
         self.queues.entry(addr).or_default().push(tid);
     }

@@ -73,12 +73,15 @@ impl VectorClock {
 /// One access, as remembered for race reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Access {
+    /// The thread that accessed.
     pub tid: Tid,
     /// The thread's own clock entry at the access.
     clock: u32,
+    /// The instruction.
     pub site: SiteId,
     /// Global step of the access.
     pub step: u64,
+    /// Whether it wrote.
     pub write: bool,
 }
 
@@ -86,6 +89,7 @@ pub struct Access {
 /// happens-before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Race {
+    /// The racing location.
     pub addr: u32,
     /// The earlier access (in this run's order).
     pub first: Access,
@@ -139,6 +143,7 @@ pub struct Detector {
 const MAX_WORDS: u32 = 64;
 
 impl Detector {
+    /// A detector with no history.
     pub fn new() -> Detector {
         let mut d = Detector::default();
         d.thread(0);

@@ -31,7 +31,9 @@ pub const QUARANTINE_BYTES: u64 = 4 << 20;
 /// Where and by whom something happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
+    /// The thread.
     pub tid: Tid,
+    /// The instruction (the allocation or free call).
     pub site: SiteId,
     /// Global step number.
     pub step: u64,
@@ -46,7 +48,9 @@ pub struct Block {
     pub size: u32,
     /// Redzone on each side (larger than [`REDZONE`] for aligned allocations).
     pub redzone: u32,
+    /// Where it was allocated.
     pub alloc: Origin,
+    /// Where it was freed, if it was.
     pub free: Option<Origin>,
 }
 
@@ -66,9 +70,13 @@ impl Block {
 /// What is wrong with an access or a free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
+    /// An access to a freed block.
     UseAfterFree(Block),
+    /// An access to a block's redzone.
     HeapOverflow(Block),
+    /// A second free of the same block.
     DoubleFree(Block),
+    /// A free of an address that is no block's start.
     InvalidFree,
 }
 
@@ -85,6 +93,7 @@ pub struct Heap {
 }
 
 impl Heap {
+    /// An empty heap.
     pub fn new() -> Heap {
         Heap {
             lo: u32::MAX,
@@ -224,6 +233,7 @@ impl Heap {
         self.blocks.values()
     }
 
+    /// How many blocks are allocated and not freed.
     pub fn live_blocks(&self) -> usize {
         self.blocks.values().filter(|b| b.free.is_none()).count()
     }

@@ -24,14 +24,23 @@ pub const NO_SITE: SiteId = u32::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EventKind {
+    /// A plain or atomic load.
     Read,
+    /// A plain or atomic store.
     Write,
+    /// An atomic read-modify-write.
     Rmw,
+    /// An atomic compare-exchange.
     Cmpxchg,
+    /// `memory.atomic.wait`.
     Wait,
+    /// `memory.atomic.notify`.
     Notify,
+    /// `atomic.fence`.
     Fence,
+    /// `memory.copy`.
     Copy,
+    /// `memory.fill`.
     Fill,
     /// Preemption budget ran out (back-edge or function entry).
     Budget,
@@ -64,6 +73,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The kind of event an instrumented site of `kind` makes.
     pub fn from_site(kind: SiteKind) -> EventKind {
         match kind {
             SiteKind::Read => EventKind::Read,
@@ -124,6 +134,7 @@ impl EventKind {
         )
     }
 
+    /// A short name for reports.
     pub fn label(self) -> &'static str {
         match self {
             EventKind::Read => "R",
@@ -156,7 +167,9 @@ impl EventKind {
 /// The event a thread will perform when it is next scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
+    /// The instruction.
     pub site: SiteId,
+    /// What it does.
     pub kind: EventKind,
     /// Effective address of an access (0 when none).
     pub addr: u32,
@@ -165,6 +178,7 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// A thread that has not run yet.
     pub const START: Pending = Pending {
         site: NO_SITE,
         kind: EventKind::Start,
@@ -177,12 +191,21 @@ impl Pending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Block {
     /// Parked in `memory.atomic.wait` on `addr`, until woken or `deadline`.
-    Futex { addr: u32, deadline: Option<u64> },
+    Futex {
+        /// The futex word.
+        addr: u32,
+        /// The virtual time it times out at, if any.
+        deadline: Option<u64>,
+    },
     /// Sleeping (`poll_oneoff` clock subscription) until `deadline`.
-    Sleep { deadline: u64 },
+    Sleep {
+        /// The virtual time it wakes at.
+        deadline: u64,
+    },
 }
 
 impl Block {
+    /// When the block ends by itself, if ever.
     pub fn deadline(&self) -> Option<u64> {
         match *self {
             Block::Futex { deadline, .. } => deadline,

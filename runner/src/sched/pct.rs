@@ -17,6 +17,7 @@ use super::{Choice, Strategy};
 use crate::model::Tid;
 use std::collections::BTreeMap;
 
+/// PCT's state for one run.
 pub struct Pct {
     depth: u32,
     k: u64,
@@ -31,6 +32,7 @@ pub struct Pct {
 }
 
 impl Pct {
+    /// PCT for bugs of depth `depth` in runs of about `k` decisions.
     pub fn new(depth: u32, k: u64) -> Pct {
         Pct {
             depth,

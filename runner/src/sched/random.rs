@@ -7,11 +7,13 @@ use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Choice, Strategy};
 use crate::model::Tid;
 
+/// Uniformly random choice at every decision.
 pub struct Random {
     rng: Rng,
 }
 
 impl Random {
+    /// A random strategy (seeded when the run starts).
     pub fn new() -> Random {
         Random {
             rng: Rng::new(0, STREAM_STRATEGY),

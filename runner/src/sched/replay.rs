@@ -10,6 +10,7 @@
 use super::{Choice, Strategy};
 use crate::model::Tid;
 
+/// Decides past a recording: the current thread when it can run, else the lowest enabled tid.
 pub struct Continue;
 
 impl Strategy for Continue {

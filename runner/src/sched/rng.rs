@@ -33,6 +33,7 @@ impl Rng {
         }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
@@ -70,6 +71,7 @@ impl Rng {
 
 /// Stream ids.
 pub const STREAM_STRATEGY: u64 = 1;
+/// The stream for the preemption budget.
 pub const STREAM_BUDGET: u64 = 2;
 
 #[cfg(test)]

@@ -11,12 +11,14 @@ use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Choice, Strategy};
 use crate::model::Tid;
 
+/// Round robin in tid order, with a random pick instead at probability `p`.
 pub struct RoundRobin {
     p: f64,
     rng: Rng,
 }
 
 impl RoundRobin {
+    /// Round robin with random picks at probability `p`.
     pub fn new(p: f64) -> RoundRobin {
         RoundRobin {
             p,

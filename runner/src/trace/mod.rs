@@ -14,26 +14,35 @@ pub enum Decision {
     /// Thread `tid` ran next, about to execute `site`; it was one of
     /// `options` enabled threads.
     Thread {
+        /// The thread that ran.
         tid: Tid,
+        /// The site it was about to execute.
         site: SiteId,
+        /// How many threads were enabled.
         options: u32,
     },
     /// Thread `tid` at `site` chose `value` in `[0, options)` (a notify's
     /// waiter, a `heddle_choose`).
     Value {
+        /// The thread that chose.
         tid: Tid,
+        /// Where.
         site: SiteId,
+        /// The value chosen.
         value: u32,
+        /// How many values there were to choose from.
         options: u32,
     },
 }
 
 impl Decision {
+    /// The site the decision was made at.
     pub fn site(&self) -> SiteId {
         match *self {
             Decision::Thread { site, .. } | Decision::Value { site, .. } => site,
         }
     }
+    /// The thread that was running (or chose).
     pub fn tid(&self) -> Tid {
         match *self {
             Decision::Thread { tid, .. } | Decision::Value { tid, .. } => tid,
@@ -135,10 +144,15 @@ pub fn decode_decisions(text: &str) -> Result<Vec<Decision>> {
 pub struct Event {
     /// Global step number at which it executed.
     pub step: u64,
+    /// The thread.
     pub tid: Tid,
+    /// The instruction.
     pub site: SiteId,
+    /// What it did.
     pub kind: EventKind,
+    /// The address accessed (0 when none).
     pub addr: u32,
+    /// Bytes accessed.
     pub len: u32,
     /// The value in memory at `addr` right after the access (up to 8 bytes,
     /// little-endian), when known.

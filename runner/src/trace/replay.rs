@@ -64,7 +64,9 @@ pub const OLDEST_FORMAT: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// The module a replay was recorded on.
 pub struct ModuleRef {
+    /// Its SHA-256, hex.
     pub sha256: String,
     /// What the user ran (a source or a module path), for humans and for
     /// `heddle replay` when no target is given.
@@ -94,18 +96,28 @@ pub struct DirRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// How the run was configured.
 pub struct RunSpec {
+    /// The instrumentation configuration, as `Config::describe` writes it.
     pub instrumentation: String,
+    /// The strategy, as `--strategy` takes it.
     pub strategy: String,
+    /// The run's seed.
     pub seed: u64,
     #[serde(default)]
+    /// The program's arguments.
     pub args: Vec<String>,
     #[serde(default)]
+    /// The program's environment, `KEY=VALUE`.
     pub env: Vec<String>,
+    /// The step budget.
     pub max_steps: u64,
+    /// The virtual-time budget in milliseconds.
     pub max_time_ms: u64,
+    /// The preemption budget range, in guest steps.
     pub budget: [u32; 2],
     #[serde(default)]
+    /// The exit code that counts as a pass.
     pub expected_exit: i32,
     /// Data-race detection (`report`, `fail`, `off`).
     #[serde(default)]
@@ -117,17 +129,25 @@ pub struct RunSpec {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// How the recorded run ended.
 pub struct VerdictRecord {
+    /// The verdict kind.
     pub kind: String,
+    /// The verdict's signature.
     pub signature: String,
+    /// One line for people.
     pub summary: String,
+    /// SHA-256 of the program's output.
     pub output_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// The recorded decisions.
 pub struct ScheduleRecord {
+    /// How many there are.
     pub count: usize,
+    /// The decisions, encoded one per token.
     pub decisions: String,
 }
 
@@ -158,15 +178,22 @@ pub enum ReplayError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayFile {
+    /// The file format version.
     pub format: u32,
+    /// The heddle version that wrote it.
     pub heddle: String,
+    /// The module.
     pub module: ModuleRef,
+    /// The run's configuration.
     pub run: RunSpec,
+    /// The recorded verdict.
     pub verdict: VerdictRecord,
+    /// The recorded schedule.
     pub schedule: ScheduleRecord,
 }
 
 impl ReplayFile {
+    /// The recorded decisions, checked against `schedule.count`.
     pub fn decisions(&self) -> Result<Vec<Decision>> {
         let ds = decode_decisions(&self.schedule.decisions)?;
         if ds.len() != self.schedule.count {
@@ -179,11 +206,13 @@ impl ReplayFile {
         Ok(ds)
     }
 
+    /// Records `ds` as the schedule.
     pub fn set_decisions(&mut self, ds: &[Decision]) {
         self.schedule.count = ds.len();
         self.schedule.decisions = format!("{}\n", encode_decisions(ds));
     }
 
+    /// The file's text.
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string(self)?)
     }
@@ -261,6 +290,7 @@ impl ReplayFile {
         format!("{stem}-{}.wasm", &self.module.sha256[..12])
     }
 
+    /// The environment as pairs.
     pub fn env_pairs(&self) -> Result<Vec<(String, String)>> {
         self.run
             .env
