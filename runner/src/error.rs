@@ -5,16 +5,18 @@
 //! run that failed inside heddle apart from a verdict. The layers whose
 //! callers branch declare their errors as types:
 //!
-//! - what the user gave is wrong — [`crate::target::TargetError`] (a file
-//!   that is missing, not a module, an object file, a failing build) and
-//!   [`crate::trace::replay::ReplayError`] (a replay that cannot be read or
-//!   is not one);
-//! - a replay did not reproduce its recorded run —
-//!   [`crate::reproduce::NotReproduced`];
+//! - what the user gave is wrong — `target::TargetError` (a file that is
+//!   missing, not a module, an object file, a failing build) and
+//!   `trace::replay::ReplayError` (a replay that cannot be read or is not
+//!   one);
+//! - a replay did not reproduce its recorded run — [`NotReproduced`];
 //! - heddle itself failed — [`Internal`].
 //!
-//! Text added with `anyhow`'s context on the way up is for people to read;
-//! [`kind_of`] looks through it for the first typed error.
+//! The two kinds that are not about the input are declared here, at the
+//! bottom of the crate, so that every layer can raise them and [`kind_of`]
+//! needs to know no layer above. Text added with `anyhow`'s context on the
+//! way up is for people to read; [`kind_of`] looks through it for the first
+//! typed error.
 
 use std::fmt;
 
@@ -44,6 +46,19 @@ impl fmt::Display for Internal {
 
 impl std::error::Error for Internal {}
 
+/// A replay that ran but did not give the recorded run (the message says
+/// where it diverged).
+#[derive(Debug, Clone)]
+pub struct NotReproduced(pub String);
+
+impl fmt::Display for NotReproduced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotReproduced {}
+
 /// An [`Internal`] error from a format string, as an `anyhow::Error`.
 #[macro_export]
 macro_rules! internal {
@@ -52,20 +67,16 @@ macro_rules! internal {
     };
 }
 
-/// The kind of `e`: that of the first typed error in its chain (outermost
-/// first), or [`ErrorKind::Input`].
+/// The kind of `e`: that of the first [`Internal`] or [`NotReproduced`] in
+/// its chain (outermost first), else [`ErrorKind::Input`] (the layers'
+/// input errors, and any error no layer typed).
 pub fn kind_of(e: &anyhow::Error) -> ErrorKind {
     for cause in e.chain() {
         if cause.is::<Internal>() {
             return ErrorKind::Internal;
         }
-        if cause.is::<crate::reproduce::NotReproduced>() {
+        if cause.is::<NotReproduced>() {
             return ErrorKind::NotReproduced;
-        }
-        if cause.is::<crate::target::TargetError>()
-            || cause.is::<crate::trace::replay::ReplayError>()
-        {
-            return ErrorKind::Input;
         }
     }
     ErrorKind::Input
@@ -86,7 +97,7 @@ mod tests {
             crate::text::one_line(&e),
             "seed 7: internal error: run ended without an outcome"
         );
-        let e = anyhow::Error::new(crate::reproduce::NotReproduced("verdict differs".into()))
+        let e = anyhow::Error::new(NotReproduced("verdict differs".into()))
             .context("internal error: words only");
         assert_eq!(kind_of(&e), ErrorKind::NotReproduced);
         let e = anyhow::anyhow!("internal error: a message is not a kind");

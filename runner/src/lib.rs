@@ -33,3 +33,6 @@ pub mod target;
 pub mod text;
 pub mod trace;
 pub mod verdict;
+
+#[cfg(test)]
+mod layering;

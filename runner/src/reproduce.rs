@@ -184,17 +184,7 @@ pub struct Replay {
     pub notes: Vec<String>,
 }
 
-/// A replay that ran but did not give the recorded run: its own exit code.
-#[derive(Debug, Clone)]
-pub struct NotReproduced(pub String);
-
-impl fmt::Display for NotReproduced {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NotReproduced {}
+pub use crate::error::NotReproduced;
 
 /// Loads a replay file, finds its module and granted directories, and
 /// checks that they are the ones the run was recorded on.
