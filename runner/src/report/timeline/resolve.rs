@@ -1,0 +1,305 @@
+//! The first steps of building a [`Timeline`](super::Timeline): the threads
+//! of the run and where each event happened — its user-code location and
+//! function, whether it ran in library code, the variable it touched and
+//! the text that shows it.
+
+use super::{display_fn, format_value, is_library_file, Ev, ThreadInfo};
+use crate::instrument::{Frame, Loc, Site, SiteKind, SiteTable};
+use crate::model::{EventKind, Tid, NO_SITE};
+use crate::runtime::RunResult;
+use crate::trace::Event;
+use std::collections::BTreeMap;
+
+/// How the run's threads came to be (spawns number threads in order).
+pub(super) struct ThreadOrigins {
+    /// Per thread: the step of the spawn that created it, 0 for the main
+    /// thread.
+    pub created: Vec<u64>,
+    /// Per thread: the thread that spawned it, `None` for the main thread.
+    pub parent: Vec<Option<Tid>>,
+}
+
+impl ThreadOrigins {
+    /// Takes the run's thread count, names and events; produces when and by
+    /// whom each thread was created, for every thread an event or the run
+    /// names.
+    pub fn of(r: &RunResult) -> ThreadOrigins {
+        let nthreads = (r.threads as usize).max(r.thread_names.len()).max(
+            r.events
+                .iter()
+                .map(|e| e.tid as usize + 1)
+                .max()
+                .unwrap_or(1),
+        );
+        let mut created = vec![0u64; nthreads];
+        let mut parent: Vec<Option<Tid>> = vec![None; nthreads];
+        let mut next_child = 1usize;
+        for e in &r.events {
+            if e.kind == EventKind::Spawn && next_child < nthreads {
+                created[next_child] = e.step;
+                parent[next_child] = Some(e.tid);
+                next_child += 1;
+            }
+        }
+        ThreadOrigins { created, parent }
+    }
+
+    /// How many threads the run had.
+    pub fn count(&self) -> usize {
+        self.created.len()
+    }
+}
+
+/// Takes the run's events with their stacks and the site table; produces
+/// one [`Ev`] per event with its library flag, location, function, callee,
+/// variable and text. `shared` is left false (see
+/// [`Words::mark_shared`](super::access::Words::mark_shared)) and joins
+/// say only `join` (see [`name_join_targets`]). With `all`, library events
+/// keep their own location.
+pub(super) fn resolve_events(r: &RunResult, sites: &SiteTable, all: bool) -> Vec<Ev> {
+    let mut events: Vec<Ev> = Vec::with_capacity(r.events.len());
+    let mut spawned: Tid = 0;
+    for (i, e) in r.events.iter().enumerate() {
+        let stack = r.event_stacks.get(i).cloned().unwrap_or_default();
+        let site = if e.site == NO_SITE {
+            None
+        } else {
+            sites.site(e.site)
+        };
+        let site_lib_file = site
+            .and_then(|s| s.loc.as_ref())
+            .is_some_and(|l| is_library_file(&l.file));
+        let lib = is_library_event(e.kind, site, site_lib_file, &stack);
+        let (loc, function, callee) = locate(&stack, site, site_lib_file);
+        let (loc, function) = match site {
+            Some(s) if all && lib => (s.loc.clone(), Some(s.func_name.clone())),
+            _ => (loc, function),
+        };
+        if e.kind == EventKind::Spawn {
+            spawned += 1;
+        }
+        let var = var_of(e, sites);
+        let text = event_text(r, e, site, var.as_deref().unwrap_or_default(), spawned);
+        events.push(Ev {
+            ev: *e,
+            lib,
+            loc,
+            function,
+            callee,
+            var,
+            shared: false,
+            stack,
+            text,
+        });
+    }
+    events
+}
+
+/// Whether an event executed in library code (see the module documentation
+/// of [`timeline`](super)): its site is not user code, is in a library
+/// file, or its innermost frame is.
+fn is_library_event(
+    kind: EventKind,
+    site: Option<&Site>,
+    site_lib_file: bool,
+    stack: &[Frame],
+) -> bool {
+    let inner_lib_file = stack
+        .first()
+        .and_then(|f| f.loc.as_ref())
+        .is_some_and(|l| is_library_file(&l.file));
+    match kind {
+        // Thread lifecycle, and lock calls (instrumented at their call
+        // sites in user code).
+        EventKind::Start
+        | EventKind::Exit
+        | EventKind::Spawn
+        | EventKind::Lock
+        | EventKind::Acquire
+        | EventKind::Unlock
+        | EventKind::CondWait
+        | EventKind::Join => false,
+        _ => site.is_none_or(|s| !s.user) || site_lib_file || inner_lib_file,
+    }
+}
+
+/// The user-code location of an event, its user function and, for a
+/// library event, the library function user code called there: from the
+/// innermost user frame of its stack, else from its site.
+fn locate(
+    stack: &[Frame],
+    site: Option<&Site>,
+    site_lib_file: bool,
+) -> (Option<Loc>, Option<String>, Option<String>) {
+    match user_frame(stack) {
+        Some(u) => (
+            stack[u].loc.clone(),
+            stack[u].function.clone(),
+            if u > 0 {
+                stack[u - 1].function.as_deref().map(display_fn)
+            } else {
+                None
+            },
+        ),
+        None => match site {
+            Some(s) if s.user && !site_lib_file => (s.loc.clone(), Some(s.func_name.clone()), None),
+            Some(s) => (None, None, Some(display_fn(&s.func_name))),
+            None => (None, None, None),
+        },
+    }
+}
+
+/// The innermost frame in a user file.
+fn user_frame(stack: &[Frame]) -> Option<usize> {
+    stack.iter().position(|f| {
+        f.loc
+            .as_ref()
+            .is_some_and(|l| !is_library_file(&l.file) && l.line > 0)
+    })
+}
+
+/// The variable an access or sync event touched.
+fn var_of(e: &Event, sites: &SiteTable) -> Option<String> {
+    match e.kind {
+        k if k.is_access() => Some(var_name(sites, e.addr)),
+        EventKind::Lock
+        | EventKind::Acquire
+        | EventKind::Unlock
+        | EventKind::CondWait
+        | EventKind::Wait
+        | EventKind::Notify => Some(var_name(sites, e.addr)),
+        _ => None,
+    }
+}
+
+fn var_name(sites: &SiteTable, addr: u32) -> String {
+    match sites.symbol_at(addr) {
+        Some(s) if s.addr == addr => s.name.clone(),
+        Some(s) => format!("{}+{}", s.name, addr - s.addr),
+        None => format!("[{addr:#x}]"),
+    }
+}
+
+/// What an event shows (`R balance = 0`, `lock account_lock`, `spawn T1`):
+/// `v` is its variable, `spawned` the number of spawns up to and including
+/// it.
+fn event_text(r: &RunResult, e: &Event, site: Option<&Site>, v: &str, spawned: Tid) -> String {
+    let val = e
+        .value
+        .map(|x| format!(" = {}", format_value(x, e.len)))
+        .unwrap_or_default();
+    match e.kind {
+        EventKind::Read => format!("R {v}{val}"),
+        EventKind::Write => format!("W {v}{val}"),
+        EventKind::Rmw => format!("RMW {v}{val}"),
+        EventKind::Cmpxchg => format!("CAS {v}{val}"),
+        EventKind::Copy => format!("copy {v} ({} bytes)", e.len),
+        EventKind::Fill => format!("fill {v} ({} bytes)", e.len),
+        EventKind::Lock => format!("lock {v}"),
+        EventKind::Acquire => format!("acquired {v}"),
+        EventKind::Unlock => format!("unlock {v}"),
+        EventKind::CondWait => format!("cond-wait (unlocks {v})"),
+        EventKind::Wait => format!("wait {v}"),
+        EventKind::Notify => format!("notify {v}"),
+        EventKind::Wake => "woken".into(),
+        EventKind::Spawn => format!("spawn T{spawned}"),
+        EventKind::Start => "start".into(),
+        EventKind::Exit => "exit".into(),
+        EventKind::Label => {
+            match r
+                .labels
+                .iter()
+                .find(|(s, t, _)| *s <= e.step && *t == e.tid && *s + 1 >= e.step)
+            {
+                Some((_, _, l)) => format!("event \"{l}\""),
+                None => "event".into(),
+            }
+        }
+        // Calls into the guest SDK say what they are; other host calls
+        // (WASI, pthread internals) say nothing.
+        EventKind::Call => match site.map(|s| (s.kind, s.callee.as_deref())) {
+            Some((_, Some(c @ ("heddle.assert" | "heddle.fail")))) => {
+                c.replace("heddle.", "heddle_")
+            }
+            // Allocator calls (recorded by the memory checker).
+            Some((SiteKind::Alloc, c)) => {
+                format!("{} {} bytes → {:#x}", c.unwrap_or("alloc"), e.len, e.addr)
+            }
+            Some((SiteKind::Free, c)) => format!("{} {:#x}", c.unwrap_or("free"), e.addr),
+            _ => String::new(),
+        },
+        EventKind::Budget => String::new(),
+        k => k.label().to_string(),
+    }
+}
+
+/// Takes the resolved events; makes each join say the thread it waits for
+/// (`join T2`) and drop its variable. The target is the spawned thread
+/// whose struct the join names: a child's first library accesses are to
+/// its own struct.
+pub(super) fn name_join_targets(events: &mut [Ev]) {
+    let mut child_addrs: BTreeMap<Tid, Vec<u32>> = BTreeMap::new();
+    for e in events.iter() {
+        if e.ev.tid != 0 && e.lib && e.ev.kind.is_access() {
+            let v = child_addrs.entry(e.ev.tid).or_default();
+            if v.len() < 4 {
+                v.push(e.ev.addr);
+            }
+        }
+    }
+    for ev in events.iter_mut() {
+        if ev.ev.kind == EventKind::Join {
+            let j = ev.ev.addr;
+            let target = child_addrs
+                .iter()
+                .filter_map(|(t, addrs)| {
+                    addrs
+                        .iter()
+                        .filter(|&&a| a >= j && a - j < 1024)
+                        .map(|&a| a - j)
+                        .min()
+                        .map(|d| (d, *t))
+                })
+                .min();
+            ev.text = match target {
+                Some((_, t)) => format!("join T{t}"),
+                None => "join".into(),
+            };
+            ev.var = None;
+        }
+    }
+}
+
+/// Takes the thread count, the run's thread names and the resolved events;
+/// produces every thread with its name, the user function it started in
+/// (the outermost user frame of its first event that has one) and its
+/// label.
+pub(super) fn threads(r: &RunResult, nthreads: usize, events: &[Ev]) -> Vec<ThreadInfo> {
+    (0..nthreads as Tid)
+        .map(|tid| {
+            let name = r.thread_names.get(tid as usize).cloned().flatten();
+            let entry = if tid == 0 {
+                Some("main".to_string())
+            } else {
+                events.iter().filter(|e| e.ev.tid == tid).find_map(|e| {
+                    e.stack
+                        .iter()
+                        .rev()
+                        .find(|f| f.loc.as_ref().is_some_and(|l| !is_library_file(&l.file)))
+                        .and_then(|f| f.function.clone())
+                })
+            };
+            let label = match (&name, &entry) {
+                (Some(n), _) => format!("T{tid} {n}"),
+                (None, Some(f)) => format!("T{tid} {f}"),
+                (None, None) => format!("T{tid}"),
+            };
+            ThreadInfo {
+                tid,
+                name,
+                entry,
+                label,
+            }
+        })
+        .collect()
+}
