@@ -293,23 +293,8 @@ fn memory_error(
     let stack = raw_stack(caller);
     let ctx = caller.data();
     let mut st = ctx.run.get();
-    let (alloc_stack, free_stack) = match block {
-        Some(b) => (
-            st.alloc_stacks.get(&b.start).cloned().unwrap_or_default(),
-            st.free_stacks.get(&b.start).cloned().unwrap_or_default(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
-    st.end(Outcome::Memory(super::state::MemoryError {
-        kind,
-        tid: ctx.tid,
-        addr,
-        site,
-        stack,
-        block,
-        alloc_stack,
-        free_stack,
-    }));
+    let error = st.memory_error(kind, (ctx.tid, addr, site), stack, block);
+    st.end(Outcome::Memory(error));
     end_err()
 }
 
@@ -606,7 +591,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, site: u32, a0: u32, a1: u32, a2: u32| -> HostResult<()> {
             let ctx = caller.data();
             let mut st = ctx.run.get();
-            if st.heap.is_none() {
+            if st.mem.is_none() {
                 return Ok(());
             }
             let is_free = st
@@ -618,7 +603,9 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     if is_free && a0 != 0 && st.limits.diagnostics {
                         drop(st);
                         let stack = raw_stack(&caller);
-                        ctx.run.get().free_stacks.insert(a0, stack);
+                        if let Some(mem) = &mut ctx.run.get().mem {
+                            mem.freed_at(a0, stack);
+                        }
                     }
                     Ok(())
                 }
@@ -635,7 +622,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, i: u32| -> u32 {
             let ctx = caller.data();
             let st = ctx.run.get();
-            if st.heap.is_none() {
+            if st.mem.is_none() {
                 return 0;
             }
             st.alloc_arg(ctx.tid, i)
@@ -647,16 +634,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, site: u32, result: u32| -> u32 {
             let ctx = caller.data();
             let mut st = ctx.run.get();
-            if st.heap.is_none() {
+            if st.mem.is_none() {
                 return result;
             }
             let ret = st.alloc_post(ctx.tid, site, result);
             if st.limits.diagnostics && ret != 0 {
                 drop(st);
                 let stack = raw_stack(&caller);
-                let start = ctx.run.get().last_alloc;
-                if let Some(start) = start {
-                    ctx.run.get().alloc_stacks.insert(start, stack);
+                if let Some(mem) = &mut ctx.run.get().mem {
+                    mem.allocated_at(stack);
                 }
             }
             ret

@@ -12,8 +12,10 @@
 //! This is the only module that uses wasmtime.
 
 pub mod hooks;
+pub mod memcheck;
 pub mod memory;
 pub mod plain;
+pub mod races;
 pub mod state;
 pub mod wasi;
 
@@ -610,7 +612,7 @@ impl Program {
         // One report per pair of source lines (a `counter++` races as a read
         // and as a write of the same line).
         let mut races: Vec<crate::verdict::RaceReport> = Vec::new();
-        for r in &st.races {
+        for r in st.races.as_ref().map_or(&[][..], |x| x.found()) {
             let report = self.race_report(r, &st);
             if !races.iter().any(|x| x.key() == report.key()) {
                 races.push(report);
@@ -646,8 +648,9 @@ impl Program {
             } else {
                 Vec::new()
             },
-            heap_blocks: match (&st.heap, st.limits.record_events) {
-                (Some(h), true) => h
+            heap_blocks: match (&st.mem, st.limits.record_events) {
+                (Some(m), true) => m
+                    .heap()
                     .blocks()
                     .map(|b| HeapBlockInfo {
                         start: b.start,
@@ -688,7 +691,7 @@ impl Program {
         }
     }
 
-    fn memory_verdict(&self, m: &state::MemoryError) -> crate::verdict::MemoryVerdict {
+    fn memory_verdict(&self, m: &memcheck::MemoryError) -> crate::verdict::MemoryVerdict {
         let mut stack = self.symbolize(&m.stack);
         if stack.is_empty() {
             if let Some(s) = self.sites.site(m.site) {

@@ -1,14 +1,25 @@
 //! The state of one run, shared by all of its guest threads' stores, and the
 //! scheduling core that updates it at every yield point.
 //!
+//! [`RunState`] is the scheduler's view of the run (threads, ready set,
+//! timers, futex queues, decisions, spin hints, the fast path's skips) and
+//! the run's bookkeeping (steps, virtual time, the trace, coverage, the
+//! outcome). The two checkers keep their own state in their own modules and
+//! are fields of it, present only when they are on: the memory checker
+//! ([`MemCheck`], `memcheck.rs`) and the race detector ([`Races`],
+//! `races.rs`). The scheduler tells them what it executes; they never
+//! schedule, and they end the run only through what they return.
+//!
 //! All guest threads of a run execute on one OS thread, one at a time, so
 //! this state is only ever touched by the thread that is running: the cell
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
+use super::memcheck::{InvalidFree, MemCheck, MemoryError};
 use super::memory::GuestMemory;
+use super::races::Races;
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
-use crate::model::hb::{Detector, Race};
-use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
+use crate::model::hb::Race;
+use crate::model::heap::{Block as HeapBlock, Origin};
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
@@ -62,53 +73,6 @@ pub enum Outcome {
     Diverged(Divergence),
 }
 
-/// A memory error, as the memory checker saw it.
-#[derive(Debug, Clone)]
-pub struct MemoryError {
-    /// `null-deref`, `use-after-free`, `heap-overflow`, `double-free`, `invalid-free`.
-    pub kind: &'static str,
-    pub tid: Tid,
-    /// The guest address accessed or freed.
-    pub addr: u32,
-    /// The site of the access or free.
-    pub site: SiteId,
-    pub stack: Vec<RawFrame>,
-    /// The heap block involved, if any.
-    pub block: Option<HeapBlock>,
-    /// Stacks where the block was allocated and freed (with diagnostics).
-    pub alloc_stack: Vec<RawFrame>,
-    pub free_stack: Vec<RawFrame>,
-}
-
-/// An allocator call between its `alloc_args` and `alloc_post` hooks.
-#[derive(Debug, Clone, Copy)]
-pub struct PendingAlloc {
-    pub func: AllocFn,
-    pub site: SiteId,
-    /// The arguments to really pass.
-    pub args: [u32; 3],
-    /// The size the guest asked for.
-    pub size: u32,
-    pub redzone: u32,
-    /// `realloc`: the block being resized.
-    pub old: Option<u32>,
-    /// `posix_memalign`: where the pointer is stored.
-    pub out: u32,
-    /// Checking is off for this call (the request cannot be widened).
-    pub untracked: bool,
-}
-
-/// Which allocator entry point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocFn {
-    Malloc,
-    Calloc,
-    Realloc,
-    Free,
-    AlignedAlloc,
-    PosixMemalign,
-}
-
 /// Per-thread bookkeeping.
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
@@ -138,8 +102,6 @@ pub struct ThreadRec {
     pub pending_stack: Vec<RawFrame>,
     /// The lock it asked for and has not got yet (address, site of the call).
     pub wants: Option<(u32, SiteId)>,
-    /// The allocator call it is making, if any.
-    pub alloc: Option<PendingAlloc>,
     /// The last thread it created.
     pub last_child: Option<Tid>,
     /// Locks it holds: address and the site where it took each.
@@ -171,7 +133,6 @@ impl ThreadRec {
             last_event: None,
             pending_stack: Vec::new(),
             wants: None,
-            alloc: None,
             last_child: None,
             parent: 0,
             holds: Vec::new(),
@@ -483,24 +444,14 @@ pub struct RunState {
     pub mem_max: u32,
     /// The largest size the memory had in this run (what to clear after it).
     pub mem_high: u32,
-    /// The memory checker's shadow heap (None when memcheck is off).
-    pub heap: Option<Heap>,
-    /// Accesses below this address are null dereferences (memcheck).
-    pub null_limit: u32,
-    /// Guest start of the block the last allocator call returned.
-    pub last_alloc: Option<u32>,
-    /// Happens-before state (None when race detection is off).
-    pub hb: Option<Detector>,
-    /// Races found, one per pair of sites, in the order found.
-    pub races: Vec<Race>,
-    race_pairs: BTreeSet<(SiteId, SiteId)>,
+    /// The memory checker (None when memcheck is off).
+    pub mem: Option<MemCheck>,
+    /// The race detector (None when race detection is off).
+    pub races: Option<Races>,
     /// `pthread_t` values of threads created in user code.
     pub handles: BTreeMap<u32, Tid>,
     /// Sites reached at least once (a bitset by site id): coverage.
     pub hit: Vec<u64>,
-    /// With diagnostics: stacks of each block's allocation and free.
-    pub alloc_stacks: BTreeMap<u32, Vec<RawFrame>>,
-    pub free_stacks: BTreeMap<u32, Vec<RawFrame>>,
     /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
     pub random: rand::rngs::ChaCha8Rng,
 }
@@ -527,12 +478,9 @@ impl RunState {
             && !limits.diagnostics
             && !sched.observes;
         let sites_count = info.len();
-        let memcheck = sites.memcheck;
-        let null_limit = if memcheck {
-            sites.data_start.min(1024)
-        } else {
-            0
-        };
+        let mem = sites
+            .memcheck
+            .then(|| MemCheck::new(sites.data_start.min(1024)));
         RunState {
             threads: vec![ThreadRec::new(0)],
             ready: vec![0],
@@ -563,16 +511,10 @@ impl RunState {
             mem_pages: pages.0,
             mem_max: pages.1,
             mem_high: pages.0,
-            heap: memcheck.then(Heap::new),
-            null_limit,
-            last_alloc: None,
-            hb: (races != RaceMode::Off).then(Detector::new),
-            races: Vec::new(),
-            race_pairs: BTreeSet::new(),
+            mem,
+            races: Races::new(races),
             handles: BTreeMap::new(),
             hit: vec![0; sites_count.div_ceil(64)],
-            alloc_stacks: BTreeMap::new(),
-            free_stacks: BTreeMap::new(),
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
@@ -615,8 +557,8 @@ impl RunState {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
         self.threads[tid as usize].parent = parent;
-        if let Some(hb) = &mut self.hb {
-            hb.spawn(parent, tid);
+        if let Some(races) = &mut self.races {
+            races.spawn(parent, tid);
         }
         self.threads[parent as usize].last_child = Some(tid);
         self.set_ready(tid);
@@ -716,8 +658,10 @@ impl RunState {
         if self.limits.record_events {
             self.record_executed(tid, preempted);
         }
-        if self.hb.is_some() {
-            self.happens_before(tid, p);
+        if let Some(races) = &mut self.races {
+            if let Some(race) = races.executed(tid, p, &self.info, self.steps) {
+                self.end(Outcome::Race(race));
+            }
             if self.outcome.is_some() {
                 return Err(RunEnd);
             }
@@ -994,8 +938,8 @@ impl RunState {
             self.fill_last_value(tid);
         }
         self.threads[tid as usize].status = Status::Done;
-        if let Some(hb) = &mut self.hb {
-            hb.finish(tid);
+        if let Some(races) = &mut self.races {
+            races.finish(tid);
         }
         self.threads[tid as usize].pending = Pending {
             site: NO_SITE,
@@ -1024,8 +968,8 @@ impl RunState {
                 0
             };
             let woken = self.futex.take(addr, index);
-            if let Some(hb) = &mut self.hb {
-                hb.wake(tid, woken);
+            if let Some(races) = &mut self.races {
+                races.wake(tid, woken);
             }
             let th = &self.threads[woken as usize];
             if let Status::Blocked(b) = th.status {
@@ -1045,49 +989,6 @@ impl RunState {
             self.set_ready(woken);
         }
         Ok(k)
-    }
-
-    /// Happens-before bookkeeping for `tid` executing `p`.
-    fn happens_before(&mut self, tid: Tid, p: Pending) {
-        let atomic = self.info.get(p.site as usize).is_some_and(|s| s.atomic);
-        let step = self.steps;
-        let Some(hb) = self.hb.as_mut() else { return };
-        let race = match p.kind {
-            EventKind::Read | EventKind::Write if atomic => {
-                if p.kind == EventKind::Read {
-                    hb.acquire(tid, p.addr);
-                } else {
-                    hb.release(tid, p.addr);
-                }
-                None
-            }
-            EventKind::Rmw | EventKind::Cmpxchg => {
-                hb.acquire(tid, p.addr);
-                hb.release(tid, p.addr);
-                None
-            }
-            EventKind::Wait => {
-                hb.acquire(tid, p.addr);
-                None
-            }
-            EventKind::Read => hb.access(tid, p.addr, p.len, false, p.site, step),
-            EventKind::Write | EventKind::Copy | EventKind::Fill => {
-                hb.access(tid, p.addr, p.len, true, p.site, step)
-            }
-            _ => None,
-        };
-        if let Some(r) = race {
-            let pair = (
-                r.first.site.min(r.second.site),
-                r.first.site.max(r.second.site),
-            );
-            if self.race_pairs.insert(pair) {
-                self.races.push(r);
-                if self.limits.races == RaceMode::Fail {
-                    self.end(Outcome::Race(r));
-                }
-            }
-        }
     }
 
     fn release(&mut self, tid: Tid, addr: u32) {
@@ -1126,16 +1027,17 @@ impl RunState {
                 // find the barrier open or the once done leave through a
                 // plain read, which gives no edge of its own: their return
                 // acquires it.
-                if let Some(hb) = self.hb.as_mut() {
-                    hb.acquire(tid, addr);
+                if let Some(races) = &mut self.races {
+                    races.departed(tid, addr);
                 }
                 return;
             }
             Some(SiteKind::ThreadJoin) => {
                 // `addr` is the `pthread_t` argument.
                 if ret == 0 {
-                    if let (Some(&joined), Some(hb)) = (self.handles.get(&addr), self.hb.as_mut()) {
-                        hb.join_thread(tid, joined);
+                    if let (Some(&joined), Some(races)) = (self.handles.get(&addr), &mut self.races)
+                    {
+                        races.joined(tid, joined);
                     }
                 }
                 return;
@@ -1173,31 +1075,33 @@ impl RunState {
         }
     }
 
-    /// Writes guest memory (false when out of bounds).
-    pub fn poke(&self, addr: u32, bytes: &[u8]) -> bool {
-        self.guest().write(addr, bytes)
-    }
-
-    /// Whether guest memory `[addr, addr+len)` holds only `byte`.
-    fn all_bytes(&self, addr: u32, len: u32, byte: u8) -> bool {
-        self.guest().all(addr, len, byte)
-    }
-
     /// The memory checker's verdict on an access, if it is invalid.
     #[inline]
     pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
-        let heap = self.heap.as_ref()?;
-        if p.len == 0 {
-            return None;
-        }
-        if p.addr < self.null_limit {
-            return Some(("null-deref", None));
-        }
-        match heap.check(p.addr, p.len) {
-            Ok(()) => None,
-            Err(Fault::UseAfterFree(b)) => Some(("use-after-free", Some(b))),
-            Err(Fault::HeapOverflow(b)) => Some(("heap-overflow", Some(b))),
-            Err(_) => None,
+        self.mem.as_ref()?.check_access(p)
+    }
+
+    /// The memory error `kind` at `addr` by `tid` at `site` (its `stack`),
+    /// with the stacks the memory checker kept for `block`.
+    pub fn memory_error(
+        &self,
+        kind: &'static str,
+        (tid, addr, site): (Tid, u32, SiteId),
+        stack: Vec<RawFrame>,
+        block: Option<HeapBlock>,
+    ) -> MemoryError {
+        match &self.mem {
+            Some(mem) => mem.error(kind, (tid, addr, site), stack, block),
+            None => MemoryError {
+                kind,
+                tid,
+                addr,
+                site,
+                stack,
+                block,
+                alloc_stack: Vec::new(),
+                free_stack: Vec::new(),
+            },
         }
     }
 
@@ -1209,128 +1113,20 @@ impl RunState {
         }
     }
 
-    /// An allocator call at `site` by `tid` with the guest's arguments.
-    /// Errors describe an invalid free/realloc.
+    /// An allocator call at `site` by `tid` with the guest's arguments
+    /// (memcheck is on). Errors describe an invalid free/realloc.
     pub fn alloc_args(
         &mut self,
         tid: Tid,
         site: SiteId,
         args: [u32; 3],
-    ) -> Result<(), (&'static str, u32, Option<HeapBlock>)> {
-        let func = match self.sites.site(site).and_then(|s| s.callee.as_deref()) {
-            Some("malloc") => AllocFn::Malloc,
-            Some("calloc") => AllocFn::Calloc,
-            Some("realloc") => AllocFn::Realloc,
-            Some("free") => AllocFn::Free,
-            Some("aligned_alloc" | "memalign") => AllocFn::AlignedAlloc,
-            Some("valloc") => AllocFn::Malloc,
-            Some("posix_memalign") => AllocFn::PosixMemalign,
-            _ => AllocFn::Malloc,
-        };
-        let mut pa = PendingAlloc {
-            func,
-            site,
-            args,
-            size: 0,
-            redzone: REDZONE,
-            old: None,
-            out: 0,
-            untracked: false,
-        };
-        let widen = |n: u32, r: u32| n.checked_add(2 * r).filter(|&w| w < (1 << 31));
-        match func {
-            AllocFn::Malloc
-                if self.sites.site(site).and_then(|s| s.callee.as_deref()) == Some("valloc") =>
-            {
-                pa.redzone = Heap::redzone_for(65536);
-                pa.size = args[0];
-                match widen(args[0], pa.redzone) {
-                    // valloc(n) = memalign(65536, n): widen through aligned_alloc's shape.
-                    Some(w) => pa.args[0] = w,
-                    None => pa.untracked = true,
-                }
-            }
-            AllocFn::Malloc => {
-                pa.size = args[0];
-                match widen(args[0], REDZONE) {
-                    Some(w) => pa.args[0] = w,
-                    None => pa.untracked = true,
-                }
-            }
-            AllocFn::Calloc => match args[0]
-                .checked_mul(args[1])
-                .and_then(|n| widen(n, REDZONE).map(|w| (n, w)))
-            {
-                Some((n, w)) => {
-                    pa.size = n;
-                    pa.args = [w, 1, 0];
-                }
-                None => pa.untracked = true,
-            },
-            AllocFn::Realloc => {
-                let heap = self.heap.as_ref().expect("memcheck on");
-                match heap.check_realloc(args[0]) {
-                    Err(Fault::DoubleFree(b)) => return Err(("double-free", args[0], Some(b))),
-                    Err(_) => return Err(("invalid-free", args[0], None)),
-                    Ok(old) => {
-                        pa.redzone = old.map_or(REDZONE, |b| b.redzone);
-                        pa.old = old.map(|b| b.start);
-                        pa.size = args[1];
-                        match widen(args[1], pa.redzone) {
-                            Some(w) => pa.args = [old.map_or(0, |b| b.real_start()), w, 0],
-                            None => {
-                                pa.args[0] = old.map_or(0, |b| b.real_start());
-                                pa.untracked = true;
-                            }
-                        }
-                    }
-                }
-            }
-            AllocFn::AlignedAlloc => {
-                pa.redzone = Heap::redzone_for(args[0]);
-                pa.size = args[1];
-                match widen(args[1], pa.redzone) {
-                    Some(w) => pa.args[1] = w,
-                    None => pa.untracked = true,
-                }
-            }
-            AllocFn::PosixMemalign => {
-                pa.redzone = Heap::redzone_for(args[1]);
-                pa.size = args[2];
-                pa.out = args[0];
-                match widen(args[2], pa.redzone) {
-                    Some(w) => pa.args[2] = w,
-                    None => pa.untracked = true,
-                }
-            }
-            AllocFn::Free => {
-                let ptr = args[0];
-                if ptr != 0 {
-                    let origin = self.origin(tid, site);
-                    let heap = self.heap.as_mut().expect("memcheck on");
-                    if let Some(b) = heap.block(ptr).copied() {
-                        if b.free.is_none() {
-                            let (lo, hi) = (b.real_start(), b.start + b.size);
-                            if !self.all_bytes(lo, b.redzone, POISON)
-                                || !self.all_bytes(hi, b.redzone, POISON)
-                            {
-                                return Err(("heap-overflow", ptr, Some(b)));
-                            }
-                        }
-                    }
-                    let heap = self.heap.as_mut().expect("memcheck on");
-                    match heap.free(ptr, origin) {
-                        Ok(release) => {
-                            pa.args[0] = release.unwrap_or(0);
-                            self.heap_event(tid, site, ptr, 0);
-                        }
-                        Err(Fault::DoubleFree(b)) => return Err(("double-free", ptr, Some(b))),
-                        Err(_) => return Err(("invalid-free", ptr, None)),
-                    }
-                }
-            }
+    ) -> Result<(), InvalidFree> {
+        let at = self.origin(tid, site);
+        let callee = self.sites.site(site).and_then(|s| s.callee.as_deref());
+        let mem = self.mem.as_mut().expect("memcheck on");
+        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.memory))? {
+            self.heap_event(tid, site, freed, 0);
         }
-        self.threads[tid as usize].alloc = Some(pa);
         Ok(())
     }
 
@@ -1362,56 +1158,23 @@ impl RunState {
 
     /// The `i`-th argument the allocator call should really get.
     pub fn alloc_arg(&self, tid: Tid, i: u32) -> u32 {
-        self.threads[tid as usize]
-            .alloc
-            .map_or(0, |pa| pa.args.get(i as usize).copied().unwrap_or(0))
+        self.mem.as_ref().map_or(0, |m| m.alloc_arg(tid, i))
     }
 
     /// The allocator returned `result`; returns what the guest gets.
     pub fn alloc_post(&mut self, tid: Tid, site: SiteId, result: u32) -> u32 {
-        let Some(pa) = self.threads[tid as usize].alloc.take() else {
+        let at = self.origin(tid, site);
+        let Some(mem) = self.mem.as_mut() else {
             return result;
         };
-        if pa.untracked {
-            return result;
-        }
-        let r = pa.redzone;
-        let (real, ret) = match pa.func {
-            AllocFn::Free => return result,
-            AllocFn::PosixMemalign => {
-                if result != 0 {
-                    return result;
-                }
-                let Some(p) = self.read_le(pa.out, 4) else {
-                    return result;
-                };
-                let q = p as u32 + r;
-                self.poke(pa.out, &q.to_le_bytes());
-                (p as u32, result)
+        let (ret, block) = mem.alloc_post(result, at, guest(&self.memory));
+        if let Some(b) = block {
+            if let Some(races) = &mut self.races {
+                races.fresh(b.real_start(), b.size.saturating_add(2 * b.redzone));
             }
-            _ => {
-                if result == 0 {
-                    return 0;
-                }
-                (result, result + r)
-            }
-        };
-        let start = real + r;
-        let origin = self.origin(tid, site);
-        if let (Some(old), Some(heap)) = (pa.old, self.heap.as_mut()) {
-            heap.reallocated(old);
+            self.heap_event(tid, site, b.start, b.size);
+            MemCheck::poison(guest(&self.memory), &b);
         }
-        if let Some(heap) = self.heap.as_mut() {
-            heap.allocated(start, pa.size, r, origin);
-        }
-        if let Some(hb) = self.hb.as_mut() {
-            hb.reset(real, pa.size.saturating_add(2 * r));
-        }
-        self.last_alloc = Some(start);
-        self.heap_event(tid, site, start, pa.size);
-        let poison = vec![POISON; r as usize];
-        self.poke(real, &poison);
-        self.poke(start + pa.size, &poison);
         ret
     }
 
