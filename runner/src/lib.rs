@@ -28,6 +28,7 @@ pub mod report;
 pub mod reproduce;
 pub mod runtime;
 pub mod sched;
+pub mod suite;
 pub mod target;
 pub mod text;
 pub mod trace;
