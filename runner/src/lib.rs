@@ -13,6 +13,7 @@
 pub mod campaign;
 pub mod cc;
 pub mod cli;
+pub mod compare;
 pub mod explore;
 pub mod instrument;
 pub mod interrupt;
