@@ -13,6 +13,7 @@
 pub mod campaign;
 pub mod cc;
 pub mod cli;
+pub mod compare;
 pub mod error;
 pub mod explore;
 pub mod instrument;
@@ -29,6 +30,7 @@ pub mod report;
 pub mod reproduce;
 pub mod runtime;
 pub mod sched;
+pub mod suite;
 pub mod target;
 pub mod text;
 pub mod trace;

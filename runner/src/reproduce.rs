@@ -175,10 +175,15 @@ impl fmt::Display for Origin {
 
 /// The run a replay file describes, ready to execute.
 pub struct Replay {
+    /// The replay file.
     pub file: ReplayFile,
+    /// The target the module was found as.
     pub target: Target,
+    /// The module, instrumented as recorded.
     pub program: Program,
+    /// The recorded run's configuration, its decisions forced.
     pub config: RunConfig,
+    /// Where the module came from.
     pub origin: Origin,
     /// One-line remarks for the user (e.g. a local rebuild that differs).
     pub notes: Vec<String>,
@@ -405,6 +410,30 @@ pub fn check(rp: &Replay, r: &RunResult) -> Result<(), NotReproduced> {
         ));
     }
     Ok(())
+}
+
+/// A replayed run and whether it gave the recorded one: what `heddle
+/// replay` reports.
+pub struct ReplayReport {
+    /// The replay file, loaded, with the module it ran on.
+    pub replay: Replay,
+    /// The replayed run.
+    pub result: RunResult,
+    /// Whether the run reproduced the recording ([`check`]).
+    pub reproduced: Result<(), NotReproduced>,
+}
+
+/// Loads a replay file (see [`load`]), runs it and checks the run against
+/// the file.
+pub fn replay(path: &Path, opts: &Options) -> Result<ReplayReport> {
+    let replay = load(path, opts)?;
+    let result = replay.program.run(&replay.config)?;
+    let reproduced = check(&replay, &result);
+    Ok(ReplayReport {
+        replay,
+        result,
+        reproduced,
+    })
 }
 
 #[cfg(test)]

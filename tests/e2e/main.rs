@@ -10,6 +10,7 @@ mod compat;
 mod core;
 mod explore;
 mod instrument;
+mod library;
 mod memcheck;
 mod plans;
 mod portable;

@@ -2,17 +2,16 @@
 
 use super::run::{print_output, RunOpts, TargetOpts};
 use super::{EXIT_BUG, EXIT_OK};
+use crate::campaign::fuzz::{Fuzz, FuzzReport};
 use crate::campaign::journal::Journal;
 use crate::campaign::summary::{self, Summary, Timing};
 use crate::campaign::{self, exec, SeedPlan, Shard};
-use crate::report::campaign as report;
 use crate::reproduce;
-use crate::runtime::{Program, RunConfig};
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::IsTerminal;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `heddle fuzz`: a campaign over many seeds.
 #[derive(Args, Debug)]
@@ -124,24 +123,6 @@ impl CampaignOpts {
     }
 }
 
-/// Calibrates every portfolio member (PCT's `k`).
-pub fn calibrated_portfolio(
-    program: &Program,
-    base: &RunConfig,
-    spec: &str,
-) -> Result<campaign::Portfolio> {
-    let p = campaign::Portfolio::parse(spec)?;
-    let mut members = Vec::new();
-    for m in &p.members {
-        let cfg = program.calibrate(RunConfig {
-            strategy: m.clone(),
-            ..base.clone()
-        })?;
-        members.push(cfg.strategy);
-    }
-    Ok(campaign::Portfolio { members })
-}
-
 /// Runs `heddle fuzz`.
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
@@ -157,39 +138,32 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         ..a.run.clone()
     };
     let base = one.config(&a.target.args, 0)?;
-    let portfolio = calibrated_portfolio(&program, &base, &a.run.strategy)?;
-    let c = exec::Campaign {
-        target: &t,
-        program: &program,
+    let fuzz = Fuzz::new(
+        t,
+        program,
         base,
-        portfolio,
+        &a.run.strategy,
         plan,
-        keep_going: a.campaign.keep_going,
-    };
+        a.campaign.keep_going,
+    )?;
     crate::interrupt::install();
-    let o = c.run(&opts)?;
-    let reports = report::write_reports(&c, &o, &opts.out)?;
+    let r = fuzz.run(&opts)?;
     print_outcome(
         out,
-        &o,
-        &opts.out,
-        &reports,
+        &r,
         a.list_failures,
         a.campaign.stats || super::global().verbose > 0,
         !a.campaign.keep_going,
     )?;
-    let docs = report::failure_docs(&o, &opts.out, &reports);
-    let failing = o.summary.stats.failing_runs;
-    let s_errors = o.summary.stats.error_runs;
+    let o = &r.outcome;
     if let Some(path) = &a.junit {
-        let outcome = report::junit_outcome(&o, &docs);
         crate::report::junit::write(
             path,
             &crate::report::junit::Case {
-                name: target_name(&t),
+                name: r.target_name(),
                 classname: "heddle.fuzz".into(),
                 time: o.session_secs,
-                outcome,
+                outcome: r.junit_outcome(),
             },
         )?;
     }
@@ -198,58 +172,52 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         let s = &o.summary;
         let mut doc = Document::new(
             "fuzz",
-            &t.given.display().to_string(),
+            &r.fuzz.target.given.display().to_string(),
             &s.campaign.strategies.join(","),
         );
-        doc.result = if failing == 0 { "pass" } else { "fail" };
-        if let Some(d) = docs.first() {
+        doc.result = if r.failing() == 0 { "pass" } else { "fail" };
+        if let Some(d) = r.failures.first() {
             doc.verdict = Some(d.verdict.clone());
             doc.seed = Some(d.seed);
             doc.replay = d.replay.clone();
         }
-        doc.failures = docs;
-        doc.races = report::race_docs(&c, s)?;
+        doc.failures = r.failures.clone();
+        doc.races = r.race_docs()?;
         doc.statistics = Statistics {
             runs: s.stats.runs,
-            failing,
+            failing: r.failing(),
             elapsed_seconds: o.session_secs,
             runs_per_second: o.session_runs as f64 / o.session_secs.max(1e-9),
             ..Statistics::default()
         };
         crate::report::json::emit(&doc);
     }
-    let replays: Vec<super::show::Failure> = o
-        .failures
-        .iter()
-        .filter(|(f, _)| !f.replay.is_empty())
-        .map(|(f, _)| super::show::Failure {
-            replay: opts.out.join(&f.replay),
-            seed: Some(f.first_seed),
+    let replays: Vec<super::show::Failure> = r
+        .replays()
+        .into_iter()
+        .map(|w| super::show::Failure {
+            replay: w.path,
+            seed: Some(w.seed),
             reason: None,
         })
         .collect();
     super::show::report_failures(out, &replays, a.sarif.as_deref())?;
-    Ok(super::campaign_exit(failing, s_errors, o.interrupted))
-}
-
-/// The name a target's JUnit test case gets (its file stem).
-fn target_name(t: &crate::target::Target) -> String {
-    t.given
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "target".into())
+    Ok(super::campaign_exit(
+        r.failing(),
+        r.error_runs(),
+        r.interrupted(),
+    ))
 }
 
 /// Prints what a campaign session found.
 fn print_outcome(
     out: &mut dyn Write,
-    o: &exec::Outcome,
-    dir: &Path,
-    reports: &[Option<PathBuf>],
+    r: &FuzzReport,
     list: bool,
     stats: bool,
     show_output: bool,
 ) -> std::io::Result<()> {
+    let (o, dir, reports) = (&r.outcome, r.out.as_path(), &r.reports);
     let s = &o.summary;
     let total = s.stats.runs;
     let resumed = o.journal.records.len() as u64 != o.session_runs;
@@ -519,6 +487,7 @@ pub struct ReplayInputs {
 }
 
 impl ReplayInputs {
+    /// The replay options these flags ask for.
     pub fn options(&self) -> reproduce::Options {
         reproduce::Options {
             target: self.target.clone(),
@@ -527,6 +496,7 @@ impl ReplayInputs {
     }
 }
 
+/// `heddle replay`.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The replay file.
@@ -541,28 +511,29 @@ pub struct ReplayArgs {
     pub format: crate::report::json::Format,
 }
 
-/// Loads a replay file (see [`reproduce::load`]) and prints its notes.
-pub fn load_replay(path: &Path, opts: &reproduce::Options) -> Result<reproduce::Replay> {
-    let rp = reproduce::load(path, opts)?;
+/// Prints the notes of a loaded replay (a local rebuild that differs, …)
+/// on stderr.
+pub fn print_notes(rp: &reproduce::Replay) {
     for n in &rp.notes {
         eprintln!("{n}");
     }
-    Ok(rp)
 }
 
+/// Runs `heddle replay`.
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
     let mut text = super::text_out(json);
     let out = &mut *text;
-    let rp = load_replay(&a.file, &a.inputs.options())?;
-    let r = rp.program.run(&rp.config)?;
+    let report = reproduce::replay(&a.file, &a.inputs.options())?;
+    let (rp, r) = (&report.replay, &report.result);
+    print_notes(rp);
     if r.divergence.is_none() {
         writeln!(out, "verdict: {}", r.verdict.summary())?;
         if a.show_output || !r.verdict.is_pass() {
-            print_output(out, &r)?;
+            print_output(out, r)?;
         }
     }
-    reproduce::check(&rp, &r)?;
+    report.reproduced.clone()?;
     writeln!(
         out,
         "replay reproduced the recorded run ({} decisions, same verdict and output; module: {})",
@@ -572,7 +543,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
     if json {
         let seed = rp.file.run.seed;
         let mut doc =
-            crate::report::json::Document::of_run("replay", &rp.file.module.source, seed, &r);
+            crate::report::json::Document::of_run("replay", &rp.file.module.source, seed, r);
         // The strategy as recorded (the run itself replays with `replay`).
         doc.strategy = rp.file.run.strategy.clone();
         doc.replay = Some(a.file.display().to_string());

@@ -1,7 +1,7 @@
 //! `heddle show` (draw a recorded run) and `heddle minimize` (the same
 //! failure with the fewest preemptions).
 
-use super::fuzz::{load_replay, ReplayInputs};
+use super::fuzz::{print_notes, ReplayInputs};
 use super::EXIT_OK;
 use crate::report::{self, diagram, minimize, source::SourceCache, timeline, RunInfo};
 use crate::reproduce::{self, Replay};
@@ -117,7 +117,8 @@ pub fn report_failures(
     }
     let mut runs = Vec::new();
     for f in failures {
-        let rp = load_replay(&f.replay, &reproduce::Options::default())?;
+        let rp = reproduce::load(&f.replay, &reproduce::Options::default())?;
+        print_notes(&rp);
         let r = replay_recorded(&rp)?;
         let tl = timeline_of(&rp, &r, false);
         let dirs = report::source_dirs(&rp.file.module.source);
@@ -148,7 +149,8 @@ pub fn report_failures(
 /// Replays the file with events and stacks recorded and prints its
 /// interleaving diagram (or writes the HTML report with `--html`).
 pub fn show_cmd(a: ShowArgs) -> Result<i32> {
-    let rp = load_replay(&a.file, &a.inputs.options())?;
+    let rp = reproduce::load(&a.file, &a.inputs.options())?;
+    print_notes(&rp);
     let r = replay_recorded(&rp)?;
     let dirs = report::source_dirs(&rp.file.module.source);
     let mut info = RunInfo::new(&rp.file.module.source, &rp.config, &r);
@@ -227,7 +229,8 @@ pub fn minimized_path(file: &Path) -> PathBuf {
 /// Minimises the schedule of a replay file and writes the result as a new
 /// replay file (`<file>.min.toml` unless `--out`).
 pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
-    let rp = load_replay(&a.file, &a.inputs.options())?;
+    let rp = reproduce::load(&a.file, &a.inputs.options())?;
+    print_notes(&rp);
     let original = rp.program.run(&RunConfig {
         record_choices: true,
         ..rp.config.clone()
