@@ -16,6 +16,7 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod explore;
+pub mod fuzz;
 pub mod instrument;
 pub mod interrupt;
 pub mod manifest;

@@ -10,8 +10,8 @@
 //! [`TestReport`]; `heddle test` prints a line per check, a summary, and
 //! writes JUnit XML, JSON and SARIF from it.
 
-use crate::campaign::fuzz::calibrated_portfolio;
 use crate::campaign::{exec, SeedPlan, Shard};
+use crate::fuzz::calibrated_portfolio;
 use crate::instrument::Config as InstrumentConfig;
 use crate::manifest::{Entry, Manifest};
 use crate::plan_run;

@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use heddle::campaign::exec;
-use heddle::campaign::fuzz::Fuzz;
 use heddle::campaign::{SeedPlan, Shard};
+use heddle::fuzz::Fuzz;
 use heddle::instrument::Config;
 use heddle::reproduce;
 use heddle::runtime::{Program, RunConfig};

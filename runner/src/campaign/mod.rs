@@ -13,7 +13,6 @@
 //! seeds were split between shards.
 
 pub mod exec;
-pub mod fuzz;
 pub mod journal;
 pub mod merge;
 pub mod summary;

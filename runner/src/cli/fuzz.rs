@@ -2,10 +2,10 @@
 
 use super::run::{print_output, RunOpts, TargetOpts};
 use super::{EXIT_BUG, EXIT_OK};
-use crate::campaign::fuzz::{Fuzz, FuzzReport};
 use crate::campaign::journal::Journal;
 use crate::campaign::summary::{self, Summary, Timing};
 use crate::campaign::{self, exec, SeedPlan, Shard};
+use crate::fuzz::{Fuzz, FuzzReport};
 use crate::reproduce;
 use anyhow::{bail, Result};
 use clap::Args;

@@ -5,8 +5,8 @@
 //! [`FuzzReport`], which the text output, the JSON document, JUnit and
 //! SARIF are rendered from.
 
-use super::exec::{self, Campaign, Outcome};
-use super::{Portfolio, SeedPlan};
+use crate::campaign::exec::{self, Campaign, Outcome};
+use crate::campaign::{Portfolio, SeedPlan};
 use crate::report::campaign as report;
 use crate::report::json::{FailureDoc, RaceDoc};
 use crate::report::junit::Outcome as JunitOutcome;
