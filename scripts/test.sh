@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 cargo build --locked
 cargo build --locked --release -p heddle
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle -p heddle-instrument --quiet
 export HEDDLE_REQUIRE_OTHER_PROFILE=1
 ./target/debug/heddle toolchain install
 ./target/debug/heddle toolchain doctor
