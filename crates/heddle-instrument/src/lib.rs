@@ -42,7 +42,8 @@
 //!
 //! This crate reads and writes bytes only: it runs no wasm ([`modinfo`] is
 //! the quick structural check of a module that heddle makes before anything
-//! else).
+//! else). With the `fuzzing` feature, `fuzzing::check_one` is the property
+//! the fuzz target in `fuzz/` checks.
 
 pub mod dwarf;
 pub mod fnptr;
@@ -51,6 +52,9 @@ pub mod modinfo;
 pub mod rewrite;
 pub mod sites;
 pub mod stack;
+
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 
 use anyhow::{bail, Context, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
