@@ -1,5 +1,5 @@
 //! The instrumenter's robustness property, for fuzzers and tests: whatever
-//! the input, [`instrument`](crate::instrument) returns (it never panics),
+//! the input, [`instrument`] returns (it never panics),
 //! and a module it returns validates.
 //!
 //! [`check_one`] checks the property on one input. The fuzz target in
