@@ -12,12 +12,25 @@
 #      and headless Chromium (Debian's `chromium`) for the HTML report
 #      test, when it is missing;
 #   5. run the unit and end-to-end tests.
+#
+# `--slow` adds the slow tier: the tests marked
+# `#[ignore = "slow tier: scripts/test.sh --slow"]` (longer runs of tests
+# the normal tier runs shorter). Other arguments go to the test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+test_args=()
+for arg in "$@"; do
+    if [ "$arg" = --slow ]; then
+        test_args+=(--include-ignored)
+    else
+        test_args+=("$arg")
+    fi
+done
+
 cargo build --locked
 cargo build --locked --release -p heddle
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle -p heddle-instrument --quiet
 export HEDDLE_REQUIRE_OTHER_PROFILE=1
 ./target/debug/heddle toolchain install
 ./target/debug/heddle toolchain doctor
@@ -42,4 +55,4 @@ if ! command -v chromium >/dev/null 2>&1; then
     command -v chromium >/dev/null 2>&1 ||
         echo "warning: chromium could not be installed; the HTML report test will skip its browser check" >&2
 fi
-cargo test --locked --workspace -- "$@"
+cargo test --locked --workspace -- ${test_args[@]+"${test_args[@]}"}

@@ -21,7 +21,7 @@ pub mod instrument;
 pub mod interrupt;
 pub mod manifest;
 pub mod model;
-pub mod modinfo;
+pub use heddle_instrument::modinfo;
 pub mod observe;
 pub mod paths;
 pub mod plan;

@@ -2,7 +2,7 @@
 //! declared once. Each table names a wasm import module and, per function,
 //! its name, parameter and result types and meaning. Everything else is
 //! derived from these tables: the imports the rewriter adds
-//! (`instrument::rewrite`), heddle's own definitions (`runtime::hooks`) and
+//! ([`crate::rewrite`]), heddle's own definitions (`runtime::hooks`) and
 //! the plain-wasmtime definitions (`runtime::plain`) name the functions by
 //! their variant; a test instantiates a module importing every declared
 //! function against both linkers, so a definition whose type differs from

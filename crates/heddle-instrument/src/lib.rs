@@ -21,8 +21,8 @@
 //! * with the memory checker on, calls to the allocator entry points
 //!   (`malloc`, `calloc`, `realloc`, `free`, `aligned_alloc`,
 //!   `posix_memalign`, `memalign`, `valloc`) are bracketed by host calls that
-//!   widen each block by redzones and keep a shadow heap (see
-//!   [`crate::model::heap`]);
+//!   widen each block by redzones and keep a shadow heap (heddle's
+//!   `model::heap`);
 //! * loop headers (and user function entries) decrement a per-thread
 //!   budget global and call the host only when it reaches zero, so a loop
 //!   with no other yield point is preempted deterministically;
@@ -36,22 +36,30 @@
 //! for its wait/notify.
 //!
 //! The same input and configuration always give byte-identical output and
-//! the same site ids; [`instrument_cached`] stores results in the cache keyed
-//! by (module hash, configuration, [`INSTRUMENTER_VERSION`]).
+//! the same site ids; heddle's `instrument::instrument_cached` stores results
+//! in its cache keyed by (module hash, configuration,
+//! [`INSTRUMENTER_VERSION`]).
+//!
+//! This crate reads and writes bytes only: it runs no wasm ([`modinfo`] is
+//! the quick structural check of a module that heddle makes before anything
+//! else). With the `fuzzing` feature, `fuzzing::check_one` is the property
+//! the fuzz target in `fuzz/` checks.
 
 pub mod dwarf;
 pub mod fnptr;
 pub mod interface;
+pub mod modinfo;
 pub mod rewrite;
 pub mod sites;
 pub mod stack;
 
-use crate::modinfo::ModuleInfo;
-use crate::paths;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
+
 use anyhow::{bail, Context, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use modinfo::ModuleInfo;
 use serde::{Deserialize, Serialize};
-use std::fs;
 
 pub use dwarf::{DebugInfo, Frame, Loc};
 pub use interface::{HostType, RtImport, SdkImport};
@@ -300,7 +308,7 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         .collect();
     let sites = SiteTable {
         instrumenter_version: INSTRUMENTER_VERSION,
-        module_sha256: paths::sha256_hex(bytes),
+        module_sha256: sha256_hex(bytes),
         config: cfg.describe(),
         sites: out.sites,
         funcs: out.funcs,
@@ -352,42 +360,49 @@ pub fn stub_keep_flags(bytes: &[u8]) -> Result<Vec<String>> {
     Ok(flags)
 }
 
-/// [`instrument`] through the on-disk cache.
-pub fn instrument_cached(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
-    let key = paths::sha256_hex(
-        format!(
-            "heddle-instrument-{INSTRUMENTER_VERSION}\n{}\n{}",
-            cfg.describe(),
-            paths::sha256_hex(bytes)
-        )
-        .as_bytes(),
-    );
-    let dir = paths::cache_dir("instrumented")?;
-    let wasm_path = dir.join(format!("{}.wasm", &key[..32]));
-    let sites_path = dir.join(format!("{}.sites.json", &key[..32]));
-    if let (Ok(module), Ok(text)) = (fs::read(&wasm_path), fs::read(&sites_path)) {
-        if let Ok(sites) = serde_json::from_slice::<SiteTable>(&text) {
-            if sites.instrumenter_version == INSTRUMENTER_VERSION {
-                return Ok(Instrumented { module, sites });
-            }
-        }
-    }
-    let inst = instrument(bytes, cfg)?;
-    paths::write_atomic(&sites_path, &serde_json::to_vec(&inst.sites)?)?;
-    paths::write_atomic(&wasm_path, &inst.module)?;
-    Ok(inst)
+/// The SHA-256 of `bytes`, in lowercase hex (a site table names its module
+/// by it).
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sched::rng::Rng;
+
+    /// splitmix64, with the few draws the test needs.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        /// A value in `0..n`.
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        /// A value in `lo..=hi`.
+        fn range(&mut self, lo: u64, hi: u64) -> u64 {
+            lo + self.below(hi - lo + 1)
+        }
+
+        fn chance(&mut self, p: f64) -> bool {
+            (self.next() >> 11) as f64 / ((1u64 << 53) as f64) < p
+        }
+    }
 
     /// Every configuration `describe` can write is read back to the same
     /// configuration (up to `memcheck`'s default, which `describe` spells out).
     #[test]
     fn description_round_trips() {
-        let mut rng = Rng::new(20, 0);
+        let mut rng = Rng(20);
         let alphabet: Vec<char> = "ab*?{},% \t=[]-_./é".chars().collect();
         let pattern = |rng: &mut Rng| -> String {
             let n = rng.range(1, 8);

@@ -163,7 +163,7 @@ impl ModuleInfo {
     /// The first trap stub that would trap at run time: one for an
     /// undefined weak symbol. `signature_mismatch:` stubs are not among
     /// them: the instrumentation turns them into adapters
-    /// (`instrument::adaptable_stubs` checks that it can).
+    /// ([`crate::adaptable_stubs`] checks that it can).
     pub fn fatal_trap_stub(&self) -> Option<String> {
         self.trap_stubs()
             .into_iter()
