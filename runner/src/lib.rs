@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! heddle: a deterministic-simulation test runner for concurrent C/C++.
 //!
 //! A target is compiled to `wasm32-wasip1-threads` ([`cc`]), rewritten so that
@@ -18,7 +19,7 @@ pub mod error;
 pub mod explore;
 pub mod fuzz;
 pub mod instrument;
-pub mod interrupt;
+pub(crate) mod interrupt;
 pub mod manifest;
 pub mod model;
 pub use heddle_instrument::modinfo;
@@ -26,14 +27,14 @@ pub mod observe;
 pub mod paths;
 pub mod plan;
 pub mod plan_run;
-pub mod pool;
+pub(crate) mod pool;
 pub mod report;
 pub mod reproduce;
 pub mod runtime;
 pub mod sched;
 pub mod suite;
 pub mod target;
-pub mod text;
+pub(crate) mod text;
 pub mod trace;
 pub mod verdict;
 

@@ -22,8 +22,11 @@ type Reader = EndianArcSlice<LittleEndian>;
 /// A source position.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Loc {
+    /// The source file, as the debug info names it.
     pub file: String,
+    /// The line (1-based).
     pub line: u32,
+    /// The column (0 when unknown).
     pub col: u32,
 }
 
@@ -71,7 +74,9 @@ pub fn short_file(path: &str) -> &str {
 /// One frame of a symbolized stack (innermost first when inlined).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
+    /// The function's name, demangled, when known.
     pub function: Option<String>,
+    /// The source location, when known.
     pub loc: Option<Loc>,
 }
 
@@ -215,8 +220,11 @@ impl DebugInfo {
 /// A global variable of user code, found through DWARF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GlobalVar {
+    /// The variable's name.
     pub name: String,
+    /// Its address in linear memory.
     pub addr: u32,
+    /// Its size in bytes.
     pub size: u32,
 }
 

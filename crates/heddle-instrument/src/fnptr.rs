@@ -116,9 +116,11 @@ impl Plan {
 
 /// The facts about the original module the plan needs.
 pub struct Facts<'a> {
+    /// Every function type, by type index.
     pub types: &'a [Sig],
     /// Type index of each function (imported, then defined).
     pub func_types: &'a [u32],
+    /// Function names from the `name` section, by function index.
     pub func_names: &'a BTreeMap<u32, String>,
     /// Exported functions by export name: a definition whose symbol is an
     /// alias (`pthread_create` for `__pthread_create`) is found here once
@@ -469,13 +471,18 @@ pub fn thunk_name(t: &Thunk, facts: &Facts) -> String {
 
 /// [`Facts`] read from a module on their own ([`module_facts`]).
 pub struct OwnedFacts {
+    /// Every function type, by type index.
     pub types: Vec<Sig>,
+    /// Type index of each function (imported, then defined).
     pub func_types: Vec<u32>,
+    /// Function names from the `name` section, by function index.
     pub func_names: BTreeMap<u32, String>,
+    /// Exported functions, by export name.
     pub func_exports: BTreeMap<String, u32>,
 }
 
 impl OwnedFacts {
+    /// The borrowed view the plan takes.
     pub fn facts(&self) -> Facts<'_> {
         Facts {
             types: &self.types,

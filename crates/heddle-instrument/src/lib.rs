@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Instrumentation: wasm bytes in, instrumented wasm bytes plus a
 //! [`SiteTable`] out.
 //!
@@ -102,6 +103,7 @@ impl std::fmt::Display for Granularity {
 /// How to instrument.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Config {
+    /// Which instructions become yield points.
     pub granularity: Granularity,
     /// Function-name globs treated as user code even without DWARF.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -136,6 +138,7 @@ impl Config {
             .unwrap_or(self.granularity == Granularity::All)
     }
 
+    /// The configuration as text (what replay files record; [`Config::parse_description`] reads it back).
     pub fn describe(&self) -> String {
         let mut s = format!(
             "granularity={} memcheck={}",
@@ -286,7 +289,9 @@ impl Filters {
 /// An instrumented module with its site table.
 #[derive(Debug, Clone)]
 pub struct Instrumented {
+    /// The instrumented module.
     pub module: Vec<u8>,
+    /// Its yield points and functions, symbolized.
     pub sites: SiteTable,
 }
 

@@ -8,30 +8,45 @@ use wasmparser::{ExternalKind, KnownCustom, Name, Parser, Payload, TypeRef};
 /// What an import is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImportKind {
+    /// A function.
     Func {
+        /// Its type index.
         type_index: u32,
     },
+    /// A linear memory.
     Memory {
+        /// Whether it is shared (threads).
         shared: bool,
+        /// Its minimum size in pages.
         min_pages: u64,
+        /// Its maximum size in pages, if any.
         max_pages: Option<u64>,
+        /// Whether it is a 64-bit memory.
         memory64: bool,
     },
+    /// A table.
     Table,
+    /// A global.
     Global,
+    /// An exception tag.
     Tag,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// One import of a module.
 pub struct Import {
+    /// The module it is imported from.
     pub module: String,
+    /// Its name.
     pub name: String,
+    /// What it is.
     pub kind: ImportKind,
 }
 
 /// Structural facts about a module.
 #[derive(Debug, Clone, Default)]
 pub struct ModuleInfo {
+    /// The imports, in order.
     pub imports: Vec<Import>,
     /// `(name, kind, index)`.
     pub exports: Vec<(String, ExternalKind, u32)>,
@@ -39,6 +54,7 @@ pub struct ModuleInfo {
     pub function_names: Vec<(u32, String)>,
     /// Memories defined (not imported) by the module.
     pub defined_memories: u32,
+    /// Whether the module has DWARF debug info.
     pub has_debug_info: bool,
     /// A relocatable object file (`clang -c` output, with a `linking`
     /// section), not a linked module.
@@ -133,12 +149,14 @@ impl ModuleInfo {
             .map(|i| &i.kind)
     }
 
+    /// Whether it imports the function `module.name`.
     pub fn imports_func(&self, module: &str, name: &str) -> bool {
         self.imports.iter().any(|i| {
             i.module == module && i.name == name && matches!(i.kind, ImportKind::Func { .. })
         })
     }
 
+    /// Whether it exports a function named `name`.
     pub fn exports_func(&self, name: &str) -> bool {
         self.exports
             .iter()

@@ -52,16 +52,24 @@ pub const EXPORT_BUDGET: &str = "heddle_budget";
 /// at those yield points (see `runtime::state::RunState::solo_window`), and
 /// reconciles the steps they stand for at the thread's next host call.
 pub const EXPORT_SKIP: &str = "heddle_skip";
+/// The exported shadow stack pointer (`__stack_pointer`), which each guest thread sets.
 pub const EXPORT_SP: &str = "heddle_sp";
+/// The exported function table, which the host reads for function-pointer calls.
 pub const EXPORT_TABLE: &str = "heddle_table";
 
 /// What the rewriter produced.
 pub struct Output {
+    /// The instrumented module.
     pub module: Vec<u8>,
+    /// Its yield points, by site id.
     pub sites: Vec<Site>,
+    /// The original module's functions.
     pub funcs: Vec<FuncInfo>,
+    /// How many functions the original module imported.
     pub orig_imported_funcs: u32,
+    /// Instrumented code offsets → original offsets.
     pub offset_map: Vec<OffsetRun>,
+    /// Where the module's data starts in linear memory.
     pub data_start: u32,
 }
 

@@ -113,6 +113,7 @@ impl SiteKind {
 /// One instrumented instruction of the original module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Site {
+    /// Its id (its index in the site table).
     pub id: SiteId,
     /// Function index in the original module.
     pub func: u32,
@@ -120,6 +121,7 @@ pub struct Site {
     pub func_name: String,
     /// Byte offset of the instruction in the original module.
     pub offset: u32,
+    /// What the instruction does.
     pub kind: SiteKind,
     /// An atomic instruction (always a yield point, whatever the granularity).
     pub atomic: bool,
@@ -150,9 +152,13 @@ impl Site {
 /// (the hot path must not chase the full [`Site`] with its strings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SiteInfo {
+    /// What the instruction does.
     pub kind: SiteKind,
+    /// Whether it is atomic.
     pub atomic: bool,
+    /// Bytes accessed.
     pub size: u32,
+    /// The instruction's static offset (`memarg.offset`).
     pub mem_offset: u64,
 }
 
@@ -161,17 +167,23 @@ pub struct SiteInfo {
 /// `fixed` (code heddle inserted before an original instruction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffsetRun {
+    /// Instrumented offset where the run starts.
     pub start: u32,
+    /// The original offset it maps to.
     pub orig: u32,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// Whether the whole run maps to `orig` itself.
     pub fixed: bool,
 }
 
 /// A function of the original module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FuncInfo {
+    /// Its index in the original module.
     pub index: u32,
+    /// Its name (demangled when the module has a name section).
     pub name: String,
+    /// Whether it is user code (not the C library or heddle's runtime).
     pub user: bool,
     /// Whether plain accesses in it were instrumented.
     pub instrumented: bool,
@@ -180,12 +192,15 @@ pub struct FuncInfo {
 /// The whole table, serializable and content-addressed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SiteTable {
+    /// The instrumenter's version: a table from another version does not match the module.
     pub instrumenter_version: u32,
     /// SHA-256 of the original module.
     pub module_sha256: String,
     /// The configuration the module was instrumented with, as text.
     pub config: String,
+    /// Every yield point, by site id.
     pub sites: Vec<Site>,
+    /// Every function of the original module.
     pub funcs: Vec<FuncInfo>,
     /// Number of functions imported by the original module.
     pub orig_imported_funcs: u32,
@@ -207,12 +222,16 @@ pub struct SiteTable {
 /// A named object in linear memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Symbol {
+    /// The symbol's name.
     pub name: String,
+    /// Its address in linear memory.
     pub addr: u32,
+    /// Its size in bytes.
     pub size: u32,
 }
 
 impl SiteTable {
+    /// The site with id `id`.
     pub fn site(&self, id: SiteId) -> Option<&Site> {
         self.sites.get(id as usize)
     }
@@ -252,6 +271,7 @@ impl SiteTable {
         }
     }
 
+    /// The name of the original function `orig_index` (or `func[N]` when it has none).
     pub fn func_name(&self, orig_index: u32) -> String {
         self.funcs
             .iter()

@@ -17,6 +17,7 @@ use wasmparser::Operator;
 /// Where a value on the operand stack came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prov {
+    /// Anything else.
     Other,
     /// `global.get $__stack_pointer`, possibly plus/minus something.
     Sp,
@@ -36,7 +37,10 @@ pub enum AddrUse {
     /// Pops `[addr]` (a load).
     Load,
     /// Pops `[addr, value…]` with `values` values after the address.
-    Store { values: u32 },
+    Store {
+        /// How many values follow the address.
+        values: u32,
+    },
     /// `memory.copy`: pops `[dst, src, len]`.
     Copy,
     /// `memory.fill`: pops `[dst, value, len]`.
@@ -64,6 +68,7 @@ pub struct FrameAnalysis {
 }
 
 impl FrameAnalysis {
+    /// An analysis for a function with `params` parameters and `locals` locals, where `sp_global` is the stack-pointer global.
     pub fn new(sp_global: Option<u32>, params: u32, locals: u32) -> FrameAnalysis {
         let n = locals as usize;
         FrameAnalysis {

@@ -18,12 +18,12 @@
 //! installs what is missing first (this is what commands that compile call),
 //! and [`doctor`] reports each component.
 
-pub mod bootstrap;
+pub(crate) mod bootstrap;
 pub mod compile;
-pub mod flags;
-pub mod glue;
-pub mod libcxx;
-pub mod sdk;
+pub(crate) mod flags;
+pub(crate) mod glue;
+pub(crate) mod libcxx;
+pub(crate) mod sdk;
 
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};

@@ -39,6 +39,7 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 }
 
 impl InstrumentOpts {
+    /// The instrumentation configuration these options ask for.
     pub fn config(&self) -> Config {
         Config {
             granularity: self.granularity,

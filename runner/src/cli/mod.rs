@@ -8,16 +8,16 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
-pub mod compare;
+mod compare;
 mod completions;
-pub mod explore;
-pub mod fuzz;
+mod explore;
+mod fuzz;
 mod instrument;
-pub mod plan;
-pub mod run;
-pub mod show;
+mod plan;
+mod run;
+mod show;
 mod targets;
-pub mod test;
+mod test;
 mod toolchain;
 
 pub use instrument::InstrumentOpts;

@@ -233,6 +233,7 @@ impl Heap {
         self.blocks.values()
     }
 
+    #[cfg(test)]
     /// How many blocks are allocated and not freed.
     pub fn live_blocks(&self) -> usize {
         self.blocks.values().filter(|b| b.free.is_none()).count()

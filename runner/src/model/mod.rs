@@ -2,10 +2,10 @@
 //! states, the futex table, virtual time and the events threads are about to
 //! perform. The runtime drives it; strategies read it.
 
-pub mod clock;
-pub mod futex;
+pub(crate) mod clock;
+pub(crate) mod futex;
 pub mod hb;
-pub mod heap;
+pub(crate) mod heap;
 
 pub use clock::Clock;
 pub use futex::FutexTable;

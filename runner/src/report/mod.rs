@@ -13,18 +13,18 @@
 
 #![deny(missing_docs)]
 
-pub mod campaign;
-pub mod deadlock;
-pub mod diagram;
-pub mod html;
+pub(crate) mod campaign;
+pub(crate) mod deadlock;
+pub(crate) mod diagram;
+pub(crate) mod html;
 pub mod json;
 pub mod junit;
-pub mod minimize;
-pub mod perfetto;
-pub mod sarif;
+pub(crate) mod minimize;
+pub(crate) mod perfetto;
+pub(crate) mod sarif;
 pub mod schema;
-pub mod source;
-pub mod timeline;
+pub(crate) mod source;
+pub(crate) mod timeline;
 
 use crate::runtime::{Program, RunConfig, RunResult};
 use crate::verdict::Verdict;

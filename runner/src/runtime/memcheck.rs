@@ -60,7 +60,6 @@ pub type InvalidFree = (&'static str, u32, Option<HeapBlock>);
 #[derive(Debug, Clone, Copy)]
 pub struct PendingAlloc {
     pub func: AllocFn,
-    pub site: SiteId,
     /// The arguments to really pass.
     pub args: [u32; 3],
     /// The size the guest asked for.
@@ -166,7 +165,6 @@ impl MemCheck {
         let func = AllocFn::of(callee);
         let mut pa = PendingAlloc {
             func,
-            site: at.site,
             args,
             size: 0,
             redzone: REDZONE,

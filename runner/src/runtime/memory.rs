@@ -36,16 +36,6 @@ impl<'a> GuestMemory<'a> {
         GuestMemory { data }
     }
 
-    /// Its size in bytes.
-    pub fn len(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Whether it has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-
     fn byte(&self, i: usize) -> u8 {
         // SAFETY: the `serialized` contract: nothing else accesses the
         // memory while this view is used.

@@ -11,13 +11,13 @@
 //!
 //! This is the only module that uses wasmtime.
 
-pub mod hooks;
-pub mod memcheck;
-pub mod memory;
+pub(crate) mod hooks;
+pub(crate) mod memcheck;
+pub(crate) mod memory;
 pub mod plain;
-pub mod races;
-pub mod state;
-pub mod wasi;
+pub(crate) mod races;
+pub(crate) mod state;
+pub(crate) mod wasi;
 
 use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
 use crate::model::{Status, Tid, NO_SITE};
@@ -50,7 +50,7 @@ const MAX_SPARE_MEMORIES: usize = 64;
 const POOL_SLOTS: u32 = 8_192;
 
 /// The data of each guest thread's store.
-pub struct ThreadCtx {
+pub(crate) struct ThreadCtx {
     pub tid: Tid,
     pub run: Arc<RunCell>,
     pub wasi: WasiCtx,
@@ -71,7 +71,9 @@ pub struct ThreadCtx {
 pub struct RunConfig {
     /// `argv[1..]`.
     pub args: Vec<String>,
+    /// The program's environment.
     pub env: Vec<(String, String)>,
+    /// The run's seed (strategy, clock, random bytes all derive from it).
     pub seed: u64,
     /// Strategy spec (see [`sched::parse`]).
     pub strategy: String,
@@ -130,8 +132,11 @@ impl Default for RunConfig {
 /// The final value of an observed global.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
+    /// The variable's name.
     pub name: String,
+    /// Its address.
     pub addr: u32,
+    /// Its size in bytes.
     pub size: u32,
     /// Little-endian value (when size <= 8), sign-extended from `size` bytes.
     pub value: Option<i64>,
@@ -140,20 +145,29 @@ pub struct Observed {
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct RunResult {
+    /// How the run ended.
     pub verdict: Verdict,
     /// The canonical strategy spec used.
     pub strategy: String,
+    /// The decisions made, in order (the schedule).
     pub decisions: Vec<Decision>,
+    /// The events recorded (when the configuration asks for them).
     pub events: Vec<Event>,
     /// `heddle_event` labels: (step, tid, label).
     pub labels: Vec<(u64, Tid, String)>,
     /// Names given with `heddle_thread_name`, by tid.
     pub thread_names: Vec<Option<String>>,
+    /// What the program wrote to stdout.
     pub stdout: Vec<u8>,
+    /// What the program wrote to stderr.
     pub stderr: Vec<u8>,
+    /// Yield points executed.
     pub steps: u64,
+    /// Times the running thread changed.
     pub switches: u64,
+    /// Switches away from a thread that could have gone on.
     pub preemptions: u64,
+    /// Threads the run had, the main thread included.
     pub threads: u32,
     /// Set when a replay did not follow its recording.
     pub divergence: Option<Divergence>,
@@ -214,6 +228,7 @@ pub struct Program {
     spare_linkers: Mutex<Vec<Linker<ThreadCtx>>>,
     /// Zeroed memories of finished runs.
     spare_memories: Mutex<Vec<SharedMemory>>,
+    /// The instrumented sites, symbolized.
     pub sites: Arc<SiteTable>,
     site_info: Arc<[instrument::SiteInfo]>,
     original: Arc<Vec<u8>>,
@@ -222,6 +237,7 @@ pub struct Program {
     has_thread_start: bool,
     /// SHA-256 of the original (uninstrumented) module.
     pub module_sha256: String,
+    /// How the module was instrumented.
     pub instrumentation: InstrumentConfig,
 }
 
@@ -576,17 +592,6 @@ impl Program {
                     tid,
                     stack,
                 }) => Verdict::Assertion {
-                    message,
-                    tid,
-                    stack: self.symbolize(&stack),
-                },
-                Some(Outcome::Trap {
-                    trap,
-                    message,
-                    tid,
-                    stack,
-                }) => Verdict::Trap {
-                    trap,
                     message,
                     tid,
                     stack: self.symbolize(&stack),

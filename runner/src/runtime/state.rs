@@ -60,12 +60,6 @@ pub enum Outcome {
         tid: Tid,
         stack: Vec<RawFrame>,
     },
-    Trap {
-        trap: String,
-        message: String,
-        tid: Tid,
-        stack: Vec<RawFrame>,
-    },
     Deadlock,
     Hang {
         reason: String,
@@ -341,11 +335,6 @@ impl Scheduler {
             options,
         });
         Ok(value)
-    }
-
-    /// Recorded decisions not yet consumed.
-    pub fn unconsumed(&self) -> usize {
-        self.forced.len() - self.pos
     }
 }
 

@@ -26,7 +26,9 @@ const ERRNO_INVAL: i32 = 28;
 /// A directory granted to the guest: host path and the guest path it appears as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
+    /// The host directory.
     pub host: PathBuf,
+    /// Where the guest sees it.
     pub guest: String,
 }
 
