@@ -112,7 +112,7 @@ pub struct CcRequest {
     /// C++ library, as `clang++` does.
     pub cxx: bool,
     /// The directory file names in the module are relative to (default:
-    /// the project root above the working directory, see [`project_root`]).
+    /// the project root above the working directory, see `project_root`).
     pub root: Option<PathBuf>,
 }
 

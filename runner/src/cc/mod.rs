@@ -10,9 +10,9 @@
 //!   with rustup's `wasm32-wasip1-threads` target, the wasi-libc headers from
 //!   Debian trixie (bookworm's are too old), and libc++/libc++abi with threads
 //!   built once from the LLVM 19 sources of Debian's `llvm-toolchain-19`
-//!   source package ([`libcxx`]; the archive's wasm libc++ has no threads),
+//!   source package (`libcxx`; the archive's wasm libc++ has no threads),
 //!   assembled into a sysroot and a clang resource directory under the cache
-//!   ([`crate::paths::cache_root`]). See [`bootstrap`] for the steps.
+//!   ([`crate::paths::cache_root`]). See `bootstrap` for the steps.
 //!
 //! [`locate`] finds a complete toolchain without side effects, [`ensure`]
 //! installs what is missing first (this is what commands that compile call),

@@ -2,11 +2,11 @@
 //! report `fuzz` writes next to each replay file, `--format json`,
 //! `--junit`), and schedule minimisation (`heddle minimize`).
 //!
-//! Everything drawn for people starts from a [`timeline::Timeline`], built
+//! Everything drawn for people starts from a `timeline::Timeline`, built
 //! from one run recorded with events and event stacks:
-//! - [`diagram`]: the interleaving diagram (one column per thread);
-//! - [`deadlock`]: the wait-for cycle of a deadlock;
-//! - [`html`]: one self-contained HTML page with a swimlane timeline.
+//! - `diagram`: the interleaving diagram (one column per thread);
+//! - `deadlock`: the wait-for cycle of a deadlock;
+//! - `html`: one self-contained HTML page with a swimlane timeline.
 //!
 //! For machines: [`json`] (the versioned schema of `docs/report-schema.json`,
 //! checked by [`schema`]) and [`junit`].
