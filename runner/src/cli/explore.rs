@@ -177,33 +177,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         // Stopped by a signal with nothing found: not a verdict of "no bug".
         return Ok(crate::interrupt::requested().map_or(EXIT_OK, crate::interrupt::exit_code));
     };
-    // Run the failing schedule again with diagnostics (stacks where threads
-    // block): decisions are the same, so is the run.
-    let cfg = crate::runtime::RunConfig {
-        forced: f.result.decisions.clone(),
-        strict: true,
-        diagnostics: true,
-        observe: f.result.observed.iter().map(|o| o.name.clone()).collect(),
-        ..base.clone()
-    };
-    let detailed = program.run(&cfg)?;
-    if detailed.decisions != f.result.decisions || detailed.divergence.is_some() {
-        return Err(crate::internal!(
-            "the failing schedule did not repeat with diagnostics on"
-        ));
-    }
-    let mut file = crate::reproduce::record(&t, &program, &base, base.seed, &detailed)?;
-    let stem = t
-        .given
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "target".into());
-    let path = a.out.join(format!(
-        "{stem}-explore-{}-{}.toml",
-        detailed.verdict.kind(),
-        f.schedule
-    ));
-    crate::reproduce::save(&path, &mut file, &t.bytes)?;
+    let (path, detailed) = f.record(&t, &program, &base, &a.out)?;
     writeln!(
         out,
         "first failing schedule (#{}): {}",

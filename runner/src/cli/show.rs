@@ -66,31 +66,14 @@ pub fn replay_command(file: &Path, target: Option<&Path>) -> String {
     c
 }
 
-/// Replays `rp` recording events and stacks, and checks that it follows
-/// its recording.
+/// Replays `rp` recording events and stacks (a warning on stderr when it
+/// ends with another verdict than recorded).
 pub fn replay_recorded(rp: &Replay) -> Result<RunResult> {
-    let r = report::record(&rp.program, &rp.config)?;
-    if r.divergence.is_some() {
-        reproduce::check(rp, &r)?;
+    let r = report::replay_recorded(rp)?;
+    if let Some(w) = &r.other_verdict {
+        eprintln!("heddle: warning: {w}");
     }
-    if r.verdict.signature() != rp.file.verdict.signature {
-        eprintln!(
-            "heddle: warning: the replay gave `{}`, but the file recorded `{}`",
-            r.verdict.signature(),
-            rp.file.verdict.signature
-        );
-    }
-    Ok(r)
-}
-
-/// The timeline of a replayed run (`all`: library steps too).
-fn timeline_of(rp: &Replay, r: &RunResult, all: bool) -> timeline::Timeline {
-    let input = timeline::Input {
-        program: &rp.program,
-        result: r,
-        source_dirs: report::source_dirs(&rp.file.module.source),
-    };
-    timeline::Timeline::build(&input, all)
+    Ok(r.result)
 }
 
 /// A failure to report in SARIF and as a CI annotation: its replay file
@@ -120,7 +103,7 @@ pub fn report_failures(
         let rp = reproduce::load(&f.replay, &reproduce::Options::default())?;
         print_notes(&rp);
         let r = replay_recorded(&rp)?;
-        let tl = timeline_of(&rp, &r, false);
+        let tl = report::timeline_of(&rp, &r, false);
         let dirs = report::source_dirs(&rp.file.module.source);
         runs.push((tl, rp.file.module.source.clone(), dirs, f));
     }
@@ -163,13 +146,13 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         ),
     );
     if let Some(out) = &a.perfetto {
-        let tl = timeline_of(&rp, &r, true);
+        let tl = report::timeline_of(&rp, &r, true);
         crate::report::perfetto::write(out, &tl, &info.title())?;
         println!("wrote {}", out.display());
         return Ok(EXIT_OK);
     }
     if let Some(out) = &a.html {
-        let tl = timeline_of(&rp, &r, false);
+        let tl = report::timeline_of(&rp, &r, false);
         let mut src = SourceCache::new(dirs);
         let page = report::html::page(&tl, &info, &mut src);
         paths::write_atomic(out, page.as_bytes())
@@ -177,7 +160,7 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         println!("wrote {}", out.display());
         return Ok(EXIT_OK);
     }
-    let tl = timeline_of(&rp, &r, a.all);
+    let tl = report::timeline_of(&rp, &r, a.all);
     let opts = diagram::Options {
         all: a.all,
         context: a.context,

@@ -328,6 +328,47 @@ pub struct Failure {
     pub reason: String,
 }
 
+impl Failure {
+    /// Runs this schedule again with diagnostics on (stacks where threads
+    /// block; the decisions are the same, so is the run) and writes its
+    /// replay file, with the module beside it, into `out_dir` as
+    /// `STEM-explore-VERDICT-N.toml`. Returns the file and the detailed run.
+    pub fn record(
+        &self,
+        target: &crate::target::Target,
+        program: &Program,
+        base: &RunConfig,
+        out_dir: &std::path::Path,
+    ) -> Result<(std::path::PathBuf, RunResult)> {
+        let cfg = RunConfig {
+            forced: self.result.decisions.clone(),
+            strict: true,
+            diagnostics: true,
+            observe: self.result.observed.iter().map(|o| o.name.clone()).collect(),
+            ..base.clone()
+        };
+        let detailed = program.run(&cfg)?;
+        if detailed.decisions != self.result.decisions || detailed.divergence.is_some() {
+            return Err(crate::internal!(
+                "the failing schedule did not repeat with diagnostics on"
+            ));
+        }
+        let mut file = crate::reproduce::record(target, program, base, base.seed, &detailed)?;
+        let stem = target
+            .given
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "target".into());
+        let path = out_dir.join(format!(
+            "{stem}-explore-{}-{}.toml",
+            detailed.verdict.kind(),
+            self.schedule
+        ));
+        crate::reproduce::save(&path, &mut file, &target.bytes)?;
+        Ok((path, detailed))
+    }
+}
+
 /// Progress of an exploration, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {

@@ -190,6 +190,45 @@ pub fn write_html(
         .with_context(|| format!("{}: cannot write", out.display()))
 }
 
+/// A replay file's run, replayed with events and stacks recorded.
+pub struct Replayed {
+    /// The run; it followed its recording.
+    pub result: RunResult,
+    /// Set when it ended with another verdict than the file recorded
+    /// (the replay still followed every recorded decision).
+    pub other_verdict: Option<String>,
+}
+
+/// Replays `rp` recording events and stacks, and checks that it follows its
+/// recording (a divergence is a [`crate::error::NotReproduced`] error).
+pub fn replay_recorded(rp: &crate::reproduce::Replay) -> Result<Replayed> {
+    let r = record(&rp.program, &rp.config)?;
+    if r.divergence.is_some() {
+        crate::reproduce::check(rp, &r)?;
+    }
+    let other_verdict = (r.verdict.signature() != rp.file.verdict.signature).then(|| {
+        format!(
+            "the replay gave `{}`, but the file recorded `{}`",
+            r.verdict.signature(),
+            rp.file.verdict.signature
+        )
+    });
+    Ok(Replayed {
+        result: r,
+        other_verdict,
+    })
+}
+
+/// The timeline of a replayed run (`all`: library steps too).
+pub fn timeline_of(rp: &crate::reproduce::Replay, r: &RunResult, all: bool) -> Timeline {
+    let input = timeline::Input {
+        program: &rp.program,
+        result: r,
+        source_dirs: source_dirs(&rp.file.module.source),
+    };
+    Timeline::build(&input, all)
+}
+
 /// Directories where a report looks for sources: the target's own.
 pub fn source_dirs(target: &str) -> Vec<PathBuf> {
     let mut v = Vec::new();
