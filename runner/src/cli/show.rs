@@ -3,7 +3,7 @@
 
 use super::fuzz::{print_notes, ReplayInputs};
 use super::EXIT_OK;
-use crate::report::{self, diagram, minimize, source::SourceCache, timeline, RunInfo};
+use crate::report::{self, diagram, minimize, source::SourceCache, RunInfo};
 use crate::reproduce::{self, Replay};
 use crate::runtime::{RunConfig, RunResult};
 use crate::{paths, verdict::Verdict};

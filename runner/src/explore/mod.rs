@@ -344,7 +344,12 @@ impl Failure {
             forced: self.result.decisions.clone(),
             strict: true,
             diagnostics: true,
-            observe: self.result.observed.iter().map(|o| o.name.clone()).collect(),
+            observe: self
+                .result
+                .observed
+                .iter()
+                .map(|o| o.name.clone())
+                .collect(),
             ..base.clone()
         };
         let detailed = program.run(&cfg)?;
