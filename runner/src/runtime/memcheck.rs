@@ -342,20 +342,19 @@ impl MemCheck {
     }
 
     /// The error `kind` at `addr` by `tid` at `site` (its `stack`), with the
-    /// stacks where `block` was allocated and freed, if they were kept.
+    /// stacks where `block` was allocated and freed, if `checker` kept them.
     pub fn error(
-        &self,
+        checker: Option<&MemCheck>,
         kind: &'static str,
         (tid, addr, site): (Tid, u32, SiteId),
         stack: Vec<RawFrame>,
         block: Option<HeapBlock>,
     ) -> MemoryError {
-        let (alloc_stack, free_stack) = match block {
-            Some(b) => (
-                self.alloc_stacks.get(&b.start).cloned().unwrap_or_default(),
-                self.free_stacks.get(&b.start).cloned().unwrap_or_default(),
-            ),
-            None => (Vec::new(), Vec::new()),
+        let kept = |stacks: fn(&MemCheck) -> &BTreeMap<u32, Vec<RawFrame>>| {
+            checker
+                .zip(block)
+                .and_then(|(m, b)| stacks(m).get(&b.start).cloned())
+                .unwrap_or_default()
         };
         MemoryError {
             kind,
@@ -364,8 +363,8 @@ impl MemCheck {
             site,
             stack,
             block,
-            alloc_stack,
-            free_stack,
+            alloc_stack: kept(|m| &m.alloc_stacks),
+            free_stack: kept(|m| &m.free_stacks),
         }
     }
 }
@@ -554,7 +553,8 @@ mod tests {
         };
         m.allocated_at(vec![frame]);
         m.freed_at(p, vec![frame, frame]);
-        let e = m.error(
+        let e = MemCheck::error(
+            Some(&m),
             "use-after-free",
             (3, p, 9),
             Vec::new(),

@@ -1079,19 +1079,7 @@ impl RunState {
         stack: Vec<RawFrame>,
         block: Option<HeapBlock>,
     ) -> MemoryError {
-        match &self.mem {
-            Some(mem) => mem.error(kind, (tid, addr, site), stack, block),
-            None => MemoryError {
-                kind,
-                tid,
-                addr,
-                site,
-                stack,
-                block,
-                alloc_stack: Vec::new(),
-                free_stack: Vec::new(),
-            },
-        }
+        MemCheck::error(self.mem.as_ref(), kind, (tid, addr, site), stack, block)
     }
 
     fn origin(&self, tid: Tid, site: SiteId) -> Origin {
