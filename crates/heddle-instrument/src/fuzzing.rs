@@ -207,22 +207,39 @@ pub fn check_module(module: &[u8], cfg: &Config) -> Result<bool, String> {
     Ok(true)
 }
 
+/// splitmix64: a fixed-seed generator for test inputs (the same seed gives
+/// the same inputs on every machine).
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// A value in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / ((1u64 << 53) as f64) < p
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// splitmix64: fixed-seed inputs.
-    struct SplitMix(u64);
-
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-    }
 
     /// The property over pseudo-random inputs of every kind and
     /// configuration; most of the wasm-smith ones are instrumented.
@@ -233,8 +250,8 @@ mod tests {
         let mut failures = Vec::new();
         for seed in 0..INPUTS {
             let mut rng = SplitMix(0x6675_7a7a_0000_0000 ^ seed);
-            let len = 1 + (rng.next() % 6000) as usize;
-            let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let len = 1 + (rng.next_u64() % 6000) as usize;
+            let mut data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             // Every selector in turn, whatever the bytes.
             data[0] = seed as u8;
             match check(&data) {

@@ -375,33 +375,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// splitmix64, with the few draws the test needs.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-
-        /// A value in `0..n`.
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-
-        /// A value in `lo..=hi`.
-        fn range(&mut self, lo: u64, hi: u64) -> u64 {
-            lo + self.below(hi - lo + 1)
-        }
-
-        fn chance(&mut self, p: f64) -> bool {
-            (self.next() >> 11) as f64 / ((1u64 << 53) as f64) < p
-        }
-    }
+    use crate::fuzzing::SplitMix as Rng;
 
     /// Every configuration `describe` can write is read back to the same
     /// configuration (up to `memcheck`'s default, which `describe` spells out).
