@@ -233,8 +233,8 @@ impl Heap {
         self.blocks.values()
     }
 
-    #[cfg(test)]
     /// How many blocks are allocated and not freed.
+    #[cfg(test)]
     pub fn live_blocks(&self) -> usize {
         self.blocks.values().filter(|b| b.free.is_none()).count()
     }
