@@ -49,7 +49,8 @@ pub struct Entry {
     #[serde(default)]
     /// One line for people: what the target tests.
     pub description: String,
-    /// A strategy and a seed count within which the buggy build shows its verdict.
+    /// A strategy (or portfolio) and a seed count within which the buggy
+    /// build shows its verdict (default: the `default` portfolio).
     #[serde(default)]
     pub hunt_strategy: Option<String>,
     #[serde(default)]
@@ -73,6 +74,10 @@ pub struct Entry {
     /// trigger nothing on the fixed build.
     #[serde(default)]
     pub plans: Vec<String>,
+    /// Runs of this target are long (many threads or steps): exhaustive
+    /// checks sample fewer seeds of it.
+    #[serde(default)]
+    pub large: bool,
     /// `heddle test` skips this target's checks, giving this reason (they
     /// are reported as skipped, as `#[ignore]` tests are).
     #[serde(default)]

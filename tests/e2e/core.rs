@@ -69,11 +69,7 @@ fn fixed_variants_pass_2000_seeds_under_every_strategy() {
     }
     par_map(&jobs, |(e, strategy)| {
         let p = program(&e.source, true, Granularity::All);
-        let seeds = if e.name == "race_bank_4x25" {
-            500
-        } else {
-            2000
-        };
+        let seeds = if e.large { 500 } else { 2000 };
         let base = calibrated(&p, config(e, strategy, 0));
         for seed in 0..seeds {
             let r = run(
@@ -222,7 +218,7 @@ fn runs_are_deterministic() {
     let m = manifest();
     let mut jobs = Vec::new();
     for e in &m.targets {
-        if e.name == "race_bank_4x25" {
+        if e.large {
             continue;
         }
         for fixed in [false, true] {
@@ -594,7 +590,7 @@ fn the_fast_path_changes_nothing() {
     let m = manifest();
     let mut jobs: Vec<(String, Vec<String>, bool, &str, u64)> = Vec::new();
     for e in &m.targets {
-        let seeds = if e.name == "race_bank_4x25" { 5 } else { 40 };
+        let seeds = if e.large { 5 } else { 40 };
         for fixed in [false, true] {
             for s in STRATEGIES {
                 jobs.push((e.source.clone(), e.args.clone(), fixed, s, seeds));
@@ -690,7 +686,7 @@ fn the_budget_local_counts_like_the_global() {
     let m = manifest();
     let mut jobs: Vec<(String, Vec<String>, bool, Granularity, u64)> = Vec::new();
     for e in &m.targets {
-        let seeds = if e.name == "race_bank_4x25" { 2 } else { 8 };
+        let seeds = if e.large { 2 } else { 8 };
         for fixed in [false, true] {
             jobs.push((
                 e.source.clone(),
