@@ -28,6 +28,9 @@ for arg in "$@"; do
     fi
 done
 
+# Every locked crate, for every platform: `cargo metadata --offline` (a
+# test) needs them all, not only those this platform builds.
+cargo fetch --locked --quiet
 cargo build --locked
 cargo build --locked --release -p heddle
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle -p heddle-instrument --quiet

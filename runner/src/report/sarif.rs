@@ -141,13 +141,28 @@ fn physical(loc: &Loc, dirs: &[PathBuf]) -> Value {
     })
 }
 
-/// The group a result points at: the failing step, else the last user
-/// step with a location.
+/// The group a result points at: the failing step; for a deadlock, the
+/// last user step of the first thread that waits for a lock another holds
+/// (not, say, `main` waiting in a join); else the last user step with a
+/// location.
 fn primary(tl: &Timeline) -> Option<&Group> {
+    let last_user = |tid: Option<crate::model::Tid>| {
+        tl.groups
+            .iter()
+            .rev()
+            .find(|g| !g.lib && g.loc.is_some() && tid.is_none_or(|t| g.tid == t))
+    };
+    let in_cycle = match &tl.verdict {
+        crate::verdict::Verdict::Deadlock { threads } => {
+            threads.iter().find(|b| b.owner.is_some()).map(|b| b.tid)
+        }
+        _ => None,
+    };
     tl.failing
         .and_then(|i| tl.groups.get(i))
         .filter(|g| g.loc.is_some())
-        .or_else(|| tl.groups.iter().rev().find(|g| !g.lib && g.loc.is_some()))
+        .or_else(|| in_cycle.and_then(|t| last_user(Some(t))))
+        .or_else(|| last_user(None))
 }
 
 /// The steps of the interleaving worth showing: user-code rows that touch
