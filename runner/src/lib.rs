@@ -18,6 +18,7 @@ pub mod compare;
 pub mod error;
 pub mod explore;
 pub mod fuzz;
+pub mod hunt;
 pub mod instrument;
 pub(crate) mod interrupt;
 pub mod manifest;

@@ -1,4 +1,5 @@
-//! Schedule plans (`heddle plan`) and shared-access observation (`heddle observe`).
+//! Schedule plans (`heddle plan`), shared-access observation (`heddle observe`)
+//! and plans generated from observations (`heddle hunt`).
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -537,5 +538,90 @@ fn plan_sessions_return_a_report_value() {
     assert_eq!(
         report.summary_lines()[0],
         "3 runs: 3 triggered, 0 normal, 0 timeout, 0 other"
+    );
+}
+
+/// `heddle hunt`: plans generated from observed runs, tried cheapest first.
+/// A three-lock cycle is closed by the first plan (a lock-order cycle seen
+/// across the observation runs); a lost update by a two-event order no
+/// observed run had; the plan file written reruns with `heddle plan`, the
+/// replay file reproduces; the fixed builds trigger nothing; bad input is a
+/// usage error.
+#[test]
+fn hunt_turns_observations_into_plans_that_trigger_the_bug() {
+    let dir = tempdir();
+    let out = dir.path().join("hunt");
+    let o = heddle_out(&[
+        "hunt",
+        "targets/ring_deadlock.c",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("plan 1 of "), "{stdout}");
+    assert!(
+        stdout.contains("a lock-order cycle among 3 threads"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("deadlock"), "{stdout}");
+    let plan = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("plan: heddle plan "))
+        .expect("a plan file")
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let again = heddle_out(&[
+        "plan",
+        &plan,
+        "targets/ring_deadlock.c",
+        "--expect",
+        "triggered",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stdout));
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .expect("a replay file");
+    let r = heddle_out(&["replay", replay]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    assert!(text(&r.stdout).contains("replay reproduced the recorded run"));
+
+    let o = heddle_out(&[
+        "hunt",
+        "targets/counter_spy.c",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("triggered the bug: t"), "{stdout}");
+    assert!(
+        stdout.contains("an order seen in 0 observed run(s)"),
+        "{stdout}"
+    );
+
+    for target in ["targets/ring_deadlock.c", "targets/counter_spy.c"] {
+        let o = heddle_out(&["hunt", target, "--fixed", "--out", out.to_str().unwrap()]);
+        let stdout = text(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{target}: {stdout}{}",
+            text(&o.stderr)
+        );
+        assert!(stdout.contains("no plan triggered a failure"), "{stdout}");
+    }
+    assert_usage_error(
+        &heddle_out(&["hunt", "targets/counter_spy.c", "--strategy", "pos"]),
+        "--strategy does not apply",
+    );
+    assert_usage_error(
+        &heddle_out(&["hunt", "targets/counter_spy.c", "--observe", "0"]),
+        "must be at least 1",
     );
 }

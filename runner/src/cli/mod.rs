@@ -260,6 +260,9 @@ enum Cmd {
     /// Observe shared accesses, lock sets and conflicting pairs over random runs.
     #[command(after_help = "Examples:\n  heddle observe targets/race_bank.c --runs 50 -- 2 2")]
     Observe(plan::ObserveArgs),
+    /// Generate ordering plans from observed conflicting accesses and try them, cheapest first.
+    #[command(after_help = "Examples:\n  heddle hunt targets/race_bank.c -- 2 2")]
+    Hunt(plan::HuntArgs),
     /// Replay a run and draw its interleaving.
     #[command(
         after_help = "Examples:\n  heddle show heddle-out/race_bank-assertion-seed3.toml\n  heddle show bug.toml --html bug.html"
@@ -425,6 +428,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Compare(a) => compare::compare_cmd(a),
         Cmd::Plan(a) => plan::plan_cmd(a),
         Cmd::Observe(a) => plan::observe_cmd(a),
+        Cmd::Hunt(a) => plan::hunt_cmd(a),
         Cmd::Minimize(a) => show::minimize_cmd(a),
         Cmd::Instrument(a) => instrument::instrument_cmd(a),
         Cmd::Sites(a) => instrument::sites_cmd(a),

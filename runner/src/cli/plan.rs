@@ -101,7 +101,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     let out = &mut *text;
     let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
     let file = plan::load_file(&plan_path)?;
-    if a.run.strategy != "random" {
+    if a.run.strategy.is_some() {
         bail!("`heddle plan` decides with the plan: --strategy does not apply");
     }
     if a.runs == 0 {
@@ -289,5 +289,122 @@ pub fn observe_cmd(a: ObserveArgs) -> Result<i32> {
     } else {
         print!("{}", report.text());
     }
+    Ok(EXIT_OK)
+}
+
+/// Arguments of `heddle hunt`.
+#[derive(Args, Debug)]
+pub struct HuntArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    #[command(flatten)]
+    pub run: RunOpts,
+    /// Random runs to observe before generating plans.
+    #[arg(long, default_value_t = 20)]
+    pub observe: u64,
+    /// Runs per candidate plan (seeds 0…N−1).
+    #[arg(long, default_value_t = 5)]
+    pub runs_per_plan: u64,
+    /// Candidate plans to try at most.
+    #[arg(long, default_value_t = 200)]
+    pub max_plans: usize,
+    /// Directory for the triggering plan and its replay file.
+    #[arg(long, default_value = "heddle-out")]
+    pub out: PathBuf,
+}
+
+/// `heddle hunt`: plans from observed conflicting accesses, tried cheapest
+/// first; reports the plan that triggered the bug.
+pub fn hunt_cmd(a: HuntArgs) -> Result<i32> {
+    use std::io::Write as _;
+    if a.run.strategy.is_some() {
+        bail!("`heddle hunt` decides with its plans: --strategy does not apply");
+    }
+    if a.observe == 0 || a.runs_per_plan == 0 || a.max_plans == 0 {
+        bail!("--observe, --runs-per-plan and --max-plans must be at least 1");
+    }
+    let (t, program) = a.target.load()?;
+    let base = program.calibrate(a.run.config(&a.target.args, 0)?)?;
+    let hunt = crate::hunt::Hunt {
+        target: &t,
+        program: &program,
+        base,
+        observe: a.observe,
+        runs_per_plan: a.runs_per_plan,
+        max_plans: a.max_plans,
+        out: a.out.clone(),
+    };
+    let verbose = super::global().verbose > 0;
+    let mut out = std::io::stdout().lock();
+    let report = hunt.run(&mut |tried, total| {
+        if verbose {
+            let _ = writeln!(
+                out,
+                "plan {}/{total}: {}: followed in {} of {} run(s)",
+                tried.index,
+                tried.candidate.text(),
+                tried.followed,
+                tried.runs
+            );
+        }
+    })?;
+    let shared = report.observed.variables.len();
+    writeln!(
+        out,
+        "observed {} run(s): {} shared variable(s), {} candidate plan(s); tried {}",
+        a.observe,
+        shared,
+        report.candidates,
+        report.tried.len()
+    )?;
+    for (seed, summary) in report.observed_failures.iter().take(1) {
+        writeln!(
+            out,
+            "note: observation run seed {seed} failed by itself ({} of {} did): {summary}",
+            report.observed_failures.len(),
+            a.observe
+        )?;
+    }
+    if let Some(f) = &report.found {
+        writeln!(
+            out,
+            "plan {} of {} triggered the bug: {}",
+            f.tried,
+            report.candidates,
+            f.candidate.text()
+        )?;
+        if let Some(h) = &f.candidate.file.hypothesis {
+            writeln!(out, "  hypothesis: {h}")?;
+        }
+        writeln!(
+            out,
+            "  seed {}: {}",
+            f.run.seed,
+            f.run.result.verdict.summary()
+        )?;
+        writeln!(
+            out,
+            "  plan: heddle plan {} {}",
+            f.plan_file.display(),
+            a.target.target.display()
+        )?;
+        if let Some(p) = &f.run.replay {
+            writeln!(out, "  replay: heddle replay {}", p.display())?;
+        }
+        return Ok(EXIT_BUG);
+    }
+    if let Some((i, run)) = &report.incidental {
+        writeln!(
+            out,
+            "no plan triggered the bug while followed; plan {i}'s run seed {} failed after leaving its plan: {}",
+            run.seed,
+            run.result.verdict.summary()
+        )?;
+        if let Some(p) = &run.replay {
+            writeln!(out, "  replay: heddle replay {}", p.display())?;
+        }
+        return Ok(EXIT_BUG);
+    }
+    writeln!(out, "no plan triggered a failure")?;
     Ok(EXIT_OK)
 }

@@ -29,7 +29,7 @@ use crate::instrument::{SiteKind, SiteTable};
 use crate::model::{EventKind, Pending, Tid, NO_SITE};
 use crate::text::nearest;
 use anyhow::{anyhow, bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -37,32 +37,32 @@ use std::path::Path;
 pub const DEFAULT_STALL_BUDGET: u64 = 5000;
 
 /// A plan file as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     /// The bug hypothesis the plan encodes (for humans and reports).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hypothesis: Option<String>,
     /// Verdict kind that counts as "triggered" (`trap`, `assertion`,
     /// `deadlock`, `use-after-free`, …); by default any failing verdict
     /// other than a hang.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bug: Option<String>,
     /// Program arguments (`argv[1..]`) the plan is written for; command-line
     /// arguments after `--` replace them.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
     /// Decisions at which the plan may hold a thread without the next
     /// constraint happening before the remaining constraints are abandoned.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_budget: Option<u64>,
     /// The ordering constraints e1 ≺ e2 ≺ … in order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<EventSpec>,
 }
 
 /// A thread as a plan names it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum ThreadSpec {
     /// Spawn index: 0 is main, then threads in creation order.
@@ -72,36 +72,36 @@ pub enum ThreadSpec {
 }
 
 /// One event of a plan as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventSpec {
     /// A short name for reports (default `e<i>`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The thread (spawn index or name; default any).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<ThreadSpec>,
     /// `file:line`, `function` or `function+k` (k lines below the function's
     /// first line).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
     /// A `heddle_event` label.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// `read`, `write`, `rmw`, `access`, `lock`, `unlock`, `cond-wait`,
     /// `join`, `wait`, `notify`, `call`, `label`, `yield` or `any`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// A global (by name, or `0xADDR[:size]`) the event must touch.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub var: Option<String>,
     /// Which occurrence (1 = the first time the thread does this event);
     /// by default the next one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nth: Option<u32>,
     /// State constraint: predicates `var OP value` that must all hold when
     /// the event happens (OP is ==, !=, <, <=, >, >=).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub when: Vec<String>,
 }
 
