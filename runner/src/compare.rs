@@ -12,7 +12,13 @@
 //! showed, the runs to the first bug (median and 90th percentile over trials,
 //! nearest rank; a trial that never saw the bug counts as infinitely many
 //! runs, shown as `>N`), the number of distinct schedules over all runs
-//! ([`crate::trace::schedule_hash`]), and the verdict kinds seen. The table
+//! ([`crate::trace::schedule_hash`]), and the verdict kinds seen; and, as
+//! the only figure that depends on the machine, the seconds to the first
+//! bug (median over trials, each trial timed on the worker thread that runs
+//! it, so on one core). A strategy of the list may be `default`, the
+//! portfolio `heddle fuzz` runs by default
+//! ([`crate::campaign::DEFAULT_PORTFOLIO`]): seed `s` of its trials runs
+//! member `s mod members`, as in a campaign. The table
 //! is rendered as Markdown ([`CompareReport::markdown`]) and CSV
 //! ([`CompareReport::csv`]). Trials run in parallel.
 
@@ -99,6 +105,10 @@ struct Trial {
     failing: u64,
     /// 1-based index of the first failing run.
     first: Option<u64>,
+    /// Seconds from the trial's start to the end of its first failing run.
+    first_secs: Option<f64>,
+    /// Seconds of the whole trial.
+    secs: f64,
     hashes: Vec<u64>,
     kinds: BTreeMap<String, u64>,
 }
@@ -124,6 +134,11 @@ pub struct Row {
     pub trials_found: u64,
     /// Runs to the first failure, per trial (None: never).
     pub first: Vec<Option<u64>>,
+    /// Seconds to the first failure, per trial (None: never); measured,
+    /// so it varies with the machine and its load.
+    pub first_secs: Vec<Option<f64>>,
+    /// Seconds of the longest trial.
+    pub max_trial_secs: f64,
     /// Distinct schedules over all runs.
     pub distinct: u64,
     /// Verdict kinds seen, with counts.
@@ -154,6 +169,22 @@ impl Row {
     pub fn p90(&self) -> Option<u64> {
         percentile(&self.first, 0.9)
     }
+    /// Median seconds to the first bug (None: more than half the trials
+    /// never saw it).
+    pub fn median_secs(&self) -> Option<f64> {
+        let micros: Vec<Option<u64>> = self
+            .first_secs
+            .iter()
+            .map(|s| s.map(|s| (s * 1e6) as u64))
+            .collect();
+        percentile(&micros, 0.5).map(|us| us as f64 / 1e6)
+    }
+    fn show_secs(&self) -> String {
+        match self.median_secs() {
+            Some(s) => format!("{s:.3}"),
+            None => format!(">{:.3}", self.max_trial_secs),
+        }
+    }
     fn show(&self, v: Option<u64>) -> String {
         v.map(|x| x.to_string())
             .unwrap_or_else(|| format!(">{}", self.runs))
@@ -167,12 +198,12 @@ impl Row {
 /// The Markdown table.
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| target | expected | strategy | detection | trials found | first bug median | first bug p90 | distinct schedules | verdicts |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---|\n",
+        "| target | expected | strategy | detection | trials found | first bug median | first bug p90 | first bug median (s) | distinct schedules | verdicts |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | {} | {} | {:.1}% ({}/{}) | {}/{} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {:.1}% ({}/{}) | {}/{} | {} | {} | {} | {} | {} |\n",
             r.target,
             r.expected,
             r.strategy,
@@ -183,6 +214,7 @@ pub fn markdown(rows: &[Row]) -> String {
             r.trials,
             r.show(r.median()),
             r.show(r.p90()),
+            r.show_secs(),
             r.distinct,
             r.kinds_text()
         ));
@@ -203,13 +235,13 @@ fn csv_field(s: &str) -> String {
 /// separated by `;`.
 pub fn csv(rows: &[Row]) -> String {
     let mut s = String::from(
-        "target,expected,strategy,spec,runs,trials,failing_runs,detection_rate,trials_found,first_bug_median,first_bug_p90,first_bug_per_trial,distinct_schedules,verdicts\n",
+        "target,expected,strategy,spec,runs,trials,failing_runs,detection_rate,trials_found,first_bug_median,first_bug_p90,first_bug_per_trial,distinct_schedules,verdicts,first_bug_median_secs\n",
     );
     for r in rows {
         let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
         let per: Vec<String> = r.first.iter().map(|v| opt(*v)).collect();
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{}\n",
             csv_field(&r.target),
             csv_field(&r.expected),
             csv_field(&r.strategy),
@@ -223,7 +255,10 @@ pub fn csv(rows: &[Row]) -> String {
             opt(r.p90()),
             per.join(";"),
             r.distinct,
-            csv_field(&r.kinds_text())
+            csv_field(&r.kinds_text()),
+            r.median_secs()
+                .map(|s| format!("{s:.6}"))
+                .unwrap_or_default()
         ));
     }
     s
@@ -270,9 +305,17 @@ fn compare(a: &Compare) -> Result<Vec<Row>> {
     if strategies.iter().any(|s| s.is_empty()) {
         bail!("empty strategy in --strategies `{}`", a.strategies);
     }
-    for s in &strategies {
-        sched::parse(s, 1)?;
-    }
+    // Each strategy of the list is a portfolio of one, or `default`.
+    let portfolios: Vec<Vec<String>> = strategies
+        .iter()
+        .map(|s| {
+            if s == "default" {
+                Ok(crate::campaign::Portfolio::parse(s)?.members)
+            } else {
+                sched::parse(s, 1).map(|_| vec![s.clone()])
+            }
+        })
+        .collect::<Result<_>>()?;
     if a.runs == 0 || a.trials == 0 {
         bail!("--runs and --trials must be at least 1");
     }
@@ -295,16 +338,21 @@ fn compare(a: &Compare) -> Result<Vec<Row>> {
     let cells: Vec<(usize, usize)> = (0..entries.len())
         .flat_map(|t| (0..strategies.len()).map(move |s| (t, s)))
         .collect();
-    let configs: Vec<RunConfig> = crate::pool::par_map(cells.len(), jobs, |i| {
+    let configs: Vec<Vec<RunConfig>> = crate::pool::par_map(cells.len(), jobs, |i| {
         let (t, s) = cells[i];
-        let base = RunConfig {
-            args: entries[t].args.clone(),
-            strategy: strategies[s].clone(),
-            ..RunConfig::default()
-        };
-        programs[t]
-            .calibrate(base)
-            .with_context(|| format!("target `{}`, strategy `{}`", entries[t].name, strategies[s]))
+        portfolios[s]
+            .iter()
+            .map(|member| {
+                let base = RunConfig {
+                    args: entries[t].args.clone(),
+                    strategy: member.clone(),
+                    ..RunConfig::default()
+                };
+                programs[t]
+                    .calibrate(base)
+                    .with_context(|| format!("target `{}`, strategy `{member}`", entries[t].name))
+            })
+            .collect::<Result<Vec<_>>>()
     })?;
     // Every trial of every cell is one job.
     let trials = a.trials as usize;
@@ -313,25 +361,38 @@ fn compare(a: &Compare) -> Result<Vec<Row>> {
         let (t, _) = cells[cell];
         let first_seed = a.seed_start.saturating_add(trial.saturating_mul(a.runs));
         let mut out = Trial::default();
+        let members = &configs[cell];
+        // A trial is one campaign: learning strategies share a corpus
+        // across its runs (in order, so never waiting).
+        let hub = crate::campaign::feedback::Hub::new(first_seed);
+        let start = std::time::Instant::now();
         for i in 0..a.runs {
             let seed = first_seed.saturating_add(i);
+            let member = &members[(seed % members.len() as u64) as usize];
+            let learns = sched::learns(&member.strategy);
             let cfg = RunConfig {
                 seed,
-                ..configs[cell].clone()
+                corpus: learns.then(|| hub.corpus_for(seed)),
+                ..member.clone()
             };
-            let r = programs[t].run(&cfg).with_context(|| {
+            let mut r = programs[t].run(&cfg).with_context(|| {
                 format!(
                     "target `{}`, strategy `{}`, seed {seed}",
                     entries[t].name, cfg.strategy
                 )
             })?;
+            hub.close(seed, learns.then(|| std::mem::take(&mut r.feedback)));
             out.hashes.push(trace::schedule_hash(&r.decisions));
             if !r.verdict.is_pass() {
                 out.failing += 1;
-                out.first.get_or_insert(i + 1);
+                if out.first.is_none() {
+                    out.first = Some(i + 1);
+                    out.first_secs = Some(start.elapsed().as_secs_f64());
+                }
                 *out.kinds.entry(r.verdict.kind().to_string()).or_insert(0) += 1;
             }
         }
+        out.secs = start.elapsed().as_secs_f64();
         Ok(out)
     })?;
     let mut rows = Vec::new();
@@ -349,12 +410,18 @@ fn compare(a: &Compare) -> Result<Vec<Row>> {
             target: entries[t].name.clone(),
             expected: entries[t].buggy.clone(),
             strategy: strategies[s].clone(),
-            spec: configs[cell].strategy.clone(),
+            spec: configs[cell]
+                .iter()
+                .map(|c| c.strategy.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
             runs: a.runs,
             trials: a.trials,
             failing: ts.iter().map(|x| x.failing).sum(),
             trials_found: ts.iter().filter(|x| x.first.is_some()).count() as u64,
             first: ts.iter().map(|x| x.first).collect(),
+            first_secs: ts.iter().map(|x| x.first_secs).collect(),
+            max_trial_secs: ts.iter().map(|x| x.secs).fold(0.0, f64::max),
             distinct: distinct.len() as u64,
             kinds,
         });

@@ -173,7 +173,7 @@ impl Suite {
             .filter(|e| self.only.is_empty() || self.only.contains(&e.name))
             .collect();
         for e in &entries {
-            let strategy = e.hunt_strategy.clone().unwrap_or_else(|| "random".into());
+            let strategy = e.hunt_strategy.clone().unwrap_or_else(|| "default".into());
             crate::campaign::Portfolio::parse(&strategy)
                 .with_context(|| format!("target `{}`", e.name))?;
             let mut variants = vec![("buggy", e.buggy.clone(), self.seeds.or(e.hunt_seeds))];

@@ -13,12 +13,15 @@ fn golden_dir() -> PathBuf {
     repo().join("tests/e2e/golden")
 }
 
-/// `heddle fuzz <source> --out <dir> [-- args]`; returns the replay file.
+/// `heddle fuzz <source> --strategy random --out <dir> [-- args]` (the
+/// golden files are of `random`'s first failures); returns the replay file.
 fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str]) -> PathBuf {
     let runs = runs.to_string();
     let mut v = vec![
         "fuzz",
         source,
+        "--strategy",
+        "random",
         "--runs",
         runs.as_str(),
         "--out",

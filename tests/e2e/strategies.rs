@@ -118,7 +118,7 @@ fn csv_rows(path: &std::path::Path) -> Vec<Vec<String>> {
     let text = std::fs::read_to_string(path).expect("compare.csv");
     let mut lines = text.lines();
     let header = csv_fields(lines.next().expect("header"));
-    assert_eq!(header.len(), 14, "{header:?}");
+    assert_eq!(header.len(), 15, "{header:?}");
     lines
         .map(|l| {
             let f = csv_fields(l);
@@ -171,6 +171,8 @@ fn compare_random_matches_fuzz_with_the_same_seeds() {
         let fuzz = heddle_out(&[
             "fuzz",
             &format!("targets/{target}.c"),
+            "--strategy",
+            "random",
             "--runs",
             &(runs * trials).to_string(),
             "--keep-going",
@@ -412,5 +414,331 @@ fn compare_covers_every_bundled_target() {
                 "{stdout}"
             );
         }
+    }
+}
+
+/// Time as a choice: a window guarded by `usleep(500)` is never opened by a
+/// strategy that lets time pass only with the program's steps, and is opened
+/// by the same strategy with `+stall`; the stall is a recorded value decision,
+/// so the replay file reproduces the run; the fixed build passes, and so does
+/// a program that orders its threads by sleeps 20 ms apart (`timed_wait`:
+/// no stall is longer than 10 ms or jumps past an earlier deadline).
+#[test]
+fn stalls_open_windows_guarded_by_sleeps_and_replay() {
+    let e = entry("sleep_teardown");
+    let p = program(&e.source, false, Granularity::All);
+    let fixed = program(&e.source, true, Granularity::All);
+    for strategy in ["random", "pos", "sites"] {
+        let plain = p.calibrate(config(&e, strategy, 0)).unwrap();
+        for seed in 0..300 {
+            let r = run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..plain.clone()
+                },
+            );
+            assert!(
+                r.verdict.is_pass(),
+                "{strategy} seed {seed}: {}",
+                r.verdict.summary()
+            );
+        }
+        let stalled = p
+            .calibrate(config(&e, &format!("{strategy}+stall"), 0))
+            .unwrap();
+        let seed = (0..50)
+            .find(|&seed| {
+                !run(
+                    &p,
+                    &RunConfig {
+                        seed,
+                        ..stalled.clone()
+                    },
+                )
+                .verdict
+                .is_pass()
+            })
+            .unwrap_or_else(|| panic!("{strategy}+stall: no use-after-free in 50 seeds"));
+        let r = run(
+            &p,
+            &RunConfig {
+                seed,
+                ..stalled.clone()
+            },
+        );
+        assert_eq!(
+            r.verdict.kind(),
+            "use-after-free",
+            "{}",
+            r.verdict.summary()
+        );
+        assert!(
+            r.decisions.iter().any(|d| matches!(
+                d,
+                heddle::trace::Decision::Value {
+                    options: 2,
+                    value: 1,
+                    ..
+                }
+            )),
+            "the stall is a recorded decision: {:?}",
+            r.decisions
+        );
+        for seed in 0..300 {
+            let r = run(
+                &fixed,
+                &RunConfig {
+                    seed,
+                    ..stalled.clone()
+                },
+            );
+            assert!(
+                r.verdict.is_pass(),
+                "fixed {strategy}+stall seed {seed}: {}",
+                r.verdict.summary()
+            );
+        }
+    }
+    // The CLI end to end: the default portfolio finds it, the replay file
+    // reproduces it.
+    let dir = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        "targets/sleep_teardown.c",
+        "--runs",
+        "200",
+        "--jobs",
+        "1",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("use-after-free"), "{stdout}");
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .expect("a replay file");
+    let file = ReplayFile::load(std::path::Path::new(replay)).unwrap();
+    assert!(
+        file.run.strategy.ends_with("+stall"),
+        "{}",
+        file.run.strategy
+    );
+    let again = heddle_out(&["replay", replay]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("replay reproduced the recorded run"));
+    // Sleeps 20 ms apart keep their order under every stalling strategy.
+    let tw = entry("timed_wait");
+    let p = program(&tw.source, false, Granularity::All);
+    for strategy in ["random+stall", "pos+stall", "sites+stall", "surw+stall"] {
+        let base = p.calibrate(config(&tw, strategy, 0)).unwrap();
+        for seed in 0..500 {
+            let r = run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            );
+            assert!(
+                r.verdict.is_pass(),
+                "timed_wait {strategy} seed {seed}: {}",
+                r.verdict.summary()
+            );
+        }
+    }
+}
+
+/// Site priorities scale with threads: the torn read and the two-stage
+/// update are found with 100 threads in a few hundred runs by `sites`, never
+/// by thread priorities (PCT, POS) or random walk in as many.
+#[test]
+fn site_priorities_find_bugs_among_100_threads() {
+    let cases: Vec<(&str, &str)> = ["check_then_read_100", "two_stage_100"]
+        .iter()
+        .flat_map(|t| ["sites", "random", "pct:3", "pos"].map(move |s| (*t, s)))
+        .collect();
+    let runs = 400;
+    let found = par_map(&cases, |&(target, strategy)| {
+        let e = entry(target);
+        let p = program(&e.source, false, Granularity::All);
+        let base = p.calibrate(config(&e, strategy, 0)).unwrap();
+        (0..runs).find(|&seed| {
+            let r = run(
+                &p,
+                &RunConfig {
+                    seed,
+                    ..base.clone()
+                },
+            );
+            if !r.verdict.is_pass() {
+                assert_eq!(
+                    r.verdict.kind(),
+                    "assertion",
+                    "{target} {strategy}: {}",
+                    r.verdict.summary()
+                );
+            }
+            !r.verdict.is_pass()
+        })
+    });
+    for ((target, strategy), seed) in cases.iter().zip(&found) {
+        match (*strategy, seed) {
+            ("sites", None) => panic!("{target}: sites found nothing in {runs} runs"),
+            ("sites", Some(_)) | (_, None) => {}
+            (s, Some(seed)) => {
+                panic!("{target}: {s} found the bug at seed {seed}: the comparison is stale")
+            }
+        }
+    }
+}
+
+/// `heddle fuzz` without `--strategy` runs the default portfolio, which
+/// catches the three-thread lock cycle that random walk alone misses.
+#[test]
+fn the_default_portfolio_catches_a_three_lock_cycle() {
+    let dir = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        "targets/ring_deadlock.c",
+        "--runs",
+        "300",
+        "--jobs",
+        "1",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("deadlock"), "{stdout}");
+    assert!(
+        stdout.contains("strategy sites:3+stall,pos+stall,surw+stall,random+stall:"),
+        "the portfolio is named: {stdout}"
+    );
+    let random = heddle_out(&[
+        "fuzz",
+        "targets/ring_deadlock.c",
+        "--strategy",
+        "random",
+        "--runs",
+        "300",
+        "--jobs",
+        "1",
+        "--out",
+        dir.path().join("random").to_str().unwrap(),
+    ]);
+    assert_eq!(random.status.code(), Some(0), "{}", text(&random.stdout));
+}
+
+/// The (seed, schedule hash) of every run in a campaign directory.
+fn schedules(dir: &std::path::Path) -> Vec<(u64, u64)> {
+    let j = heddle::campaign::journal::Journal::read(&dir.join("journal.jsonl")).expect("journal");
+    let mut v: Vec<(u64, u64)> = j.records.iter().map(|r| (r.seed, r.schedule)).collect();
+    v.sort();
+    v
+}
+
+/// `rff` learns from earlier runs in generations of seeds: the campaign is
+/// the same with one or two workers; a run of the first generation has no
+/// corpus (the same schedule as in a campaign that starts at its seed) and
+/// later runs do (some schedules differ); `compare` cuts its trials into the
+/// same generations as `fuzz`; a failing run's replay file reproduces
+/// without the corpus.
+#[test]
+fn rff_learns_in_generations_whatever_the_jobs() {
+    use heddle::campaign::feedback::GENERATION as G;
+    let dir = tempdir();
+    let d = |n: &str| dir.path().join(n);
+    let fuzz = |out: &str, extra: &[&str]| {
+        let o = d(out);
+        let mut args = vec![
+            "fuzz",
+            "targets/aba_stack.c",
+            "--strategy",
+            "rff",
+            "--keep-going",
+            "--quiet",
+            "--out",
+            o.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let r = heddle_out(&args);
+        assert_eq!(
+            r.status.code(),
+            Some(1),
+            "{}{}",
+            text(&r.stdout),
+            text(&r.stderr)
+        );
+        text(&r.stdout)
+    };
+    let runs = (5 * G).to_string();
+    let one = fuzz("one", &["--runs", &runs, "--jobs", "1"]);
+    fuzz("two", &["--runs", &runs, "--jobs", "2"]);
+    let summary = |n: &str| std::fs::read_to_string(d(n).join("campaign.toml")).unwrap();
+    assert_eq!(
+        heddle::campaign::summary::deterministic_part(&summary("one")),
+        heddle::campaign::summary::deterministic_part(&summary("two"))
+    );
+    let all = schedules(&d("one"));
+    assert_eq!(all, schedules(&d("two")));
+    assert_eq!(all.len() as u64, 5 * G);
+    // The same seeds as the first generation of another campaign.
+    let later = (2 * G).to_string();
+    fuzz(
+        "later",
+        &["--runs", &G.to_string(), "--seed", &later, "--jobs", "2"],
+    );
+    let fresh = schedules(&d("later"));
+    assert_eq!(fresh.len() as u64, G);
+    let learned = &all[(2 * G) as usize..(3 * G) as usize];
+    let differ = fresh.iter().zip(learned).filter(|(a, b)| a != b).count();
+    assert!(differ > 0, "the corpus changed no schedule");
+    let first = schedules(&d("one"))[..G as usize].to_vec();
+    fuzz("first", &["--runs", &G.to_string(), "--jobs", "2"]);
+    assert_eq!(first, schedules(&d("first")));
+    // compare: one trial is the same campaign.
+    let cmp = heddle_out(&[
+        "compare",
+        "--strategy",
+        "rff",
+        "--only",
+        "aba_stack",
+        "--runs",
+        &runs,
+        "--trials",
+        "1",
+        "--quiet",
+        "--out",
+        d("cmp").to_str().unwrap(),
+    ]);
+    assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp.stderr));
+    let rows = csv_rows(&d("cmp").join("compare.csv"));
+    let count = one
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" failing")?
+                .rsplit(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("a failing count");
+    assert_eq!(rows[0][6], count.to_string(), "{one}\n{rows:?}");
+    // The replay files stand alone.
+    let replays: Vec<_> = std::fs::read_dir(d("one"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.to_str().unwrap().contains("-seed") && p.extension().is_some_and(|x| x == "toml")
+        })
+        .collect();
+    assert!(!replays.is_empty(), "no replay file");
+    for replay in replays {
+        let again = heddle_out(&["replay", replay.to_str().unwrap()]);
+        assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+        assert!(text(&again.stdout).contains("replay reproduced the recorded run"));
     }
 }

@@ -5,20 +5,22 @@
 //! A run that traps, hangs or makes the runtime fail is one record of the
 //! campaign (verdict `trap`/`hang`, or kind `error`), never the end of it.
 
+use super::feedback::Hub;
 use super::journal::{Header, Identity, Journal, Line, RaceRec, Record, SiteName, SiteSet, Writer};
 use super::summary::{self, FailureStats, Summary, Timing};
 use super::{Portfolio, SeedPlan};
 use crate::pool::Next;
 use crate::reproduce;
 use crate::runtime::{Program, RunConfig, RunResult};
+use crate::sched::rff::{Corpus, RfPair};
 use crate::target::Target;
 use crate::{paths, trace};
 use anyhow::{bail, Context, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One campaign, ready to run.
@@ -179,7 +181,24 @@ impl Campaign<'_> {
         let deadline = opts.time_budget.map(|d| started + d);
         let jobs = opts.jobs.max(1);
         let id = &header.identity;
+        // Learning strategies share a corpus, in generations of seeds.
+        let hub = self
+            .portfolio
+            .members
+            .iter()
+            .any(|m| crate::sched::learns(m))
+            .then(|| Hub::new(self.plan.seed_start));
+        // The corpus each failing run of a learning strategy saw, to rerun
+        // it for its replay file.
+        let failing_corpora: Mutex<BTreeMap<u64, Arc<Corpus>>> = Mutex::new(BTreeMap::new());
         crate::pool::drain(jobs, self.plan.seed_start..self.plan.end(), |seed| {
+            // Every seed taken is closed, on every path, so that runs of
+            // later generations waiting for it go on.
+            let mut closer = Closer {
+                hub: hub.as_ref(),
+                seed,
+                feedback: None,
+            };
             if let Some(sig) = crate::interrupt::requested() {
                 stopped_by.store(sig, Ordering::Relaxed);
                 return Next::Stop;
@@ -195,12 +214,23 @@ impl Campaign<'_> {
                 return Next::Go;
             }
             let member = self.portfolio.member(seed);
+            let strategy = self.portfolio.members[member].clone();
+            let corpus = hub
+                .as_ref()
+                .filter(|_| crate::sched::learns(&strategy))
+                .map(|h| h.corpus_for(seed));
             let cfg = RunConfig {
                 seed,
-                strategy: self.portfolio.members[member].clone(),
+                strategy,
+                corpus,
                 ..self.base.clone()
             };
-            let result = run_guarded(self.program, &cfg, inject.contains(&seed));
+            let mut result = run_guarded(self.program, &cfg, inject.contains(&seed));
+            if cfg.corpus.is_some() {
+                if let Ok(r) = &mut result {
+                    closer.feedback = Some(std::mem::take(&mut r.feedback));
+                }
+            }
             if let Err(e) = &result {
                 if e.downcast_ref::<crate::sched::StrategyFailed>().is_some() {
                     // The strategy, not the program, failed: every
@@ -253,6 +283,12 @@ impl Campaign<'_> {
             if failed {
                 first_fail.fetch_min(seed, Ordering::Relaxed);
                 nfail.fetch_add(1, Ordering::Relaxed);
+                if let Some(c) = &cfg.corpus {
+                    failing_corpora
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(seed, c.clone());
+                }
                 // The first replay file of a signature is written at
                 // once, so a campaign killed later still has it.
                 if new_sig {
@@ -286,7 +322,10 @@ impl Campaign<'_> {
         let session_secs = started.elapsed().as_secs_f64();
         let journal = Journal::read(&path)?;
         let summary = Summary::of(&journal);
-        let failures = self.finish_replays(&opts.out, &journal, &summary)?;
+        let corpora = failing_corpora
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        let failures = self.finish_replays(&opts.out, &journal, &summary, &corpora)?;
         let timing = Summary::timing(
             &journal,
             jobs as u64,
@@ -382,6 +421,7 @@ impl Campaign<'_> {
         out: &Path,
         j: &Journal,
         s: &Summary,
+        corpora: &BTreeMap<u64, Arc<Corpus>>,
     ) -> Result<Vec<(FailureStats, Option<RunResult>)>> {
         let id = &j.header.identity;
         let keep: BTreeSet<&str> = s.failure.iter().map(|f| f.replay.as_str()).collect();
@@ -398,9 +438,23 @@ impl Campaign<'_> {
                 continue;
             }
             let member = self.portfolio.member(f.first_seed);
+            let strategy = self.portfolio.members[member].clone();
+            if crate::sched::learns(&strategy) && !corpora.contains_key(&f.first_seed) {
+                // A learning run of an earlier session: its corpus is gone,
+                // but its replay file, written when it failed, stands.
+                let path = out.join(&f.replay);
+                let r = reproduce::replay(&path, &reproduce::Options::default())
+                    .with_context(|| format!("seed {}: {}", f.first_seed, path.display()))?;
+                if let Err(e) = &r.reproduced {
+                    return Err(crate::internal!("seed {}: {e}", f.first_seed));
+                }
+                failures.push((f.clone(), Some(r.result)));
+                continue;
+            }
             let cfg = RunConfig {
                 seed: f.first_seed,
-                strategy: self.portfolio.members[member].clone(),
+                strategy,
+                corpus: corpora.get(&f.first_seed).cloned(),
                 ..self.base.clone()
             };
             let r = self
@@ -411,6 +465,21 @@ impl Campaign<'_> {
             failures.push((f.clone(), Some(detailed)));
         }
         Ok(failures)
+    }
+}
+
+/// Closes its seed in the campaign's feedback hub when dropped.
+struct Closer<'h> {
+    hub: Option<&'h Hub>,
+    seed: u64,
+    feedback: Option<Vec<RfPair>>,
+}
+
+impl Drop for Closer<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.hub {
+            h.close(self.seed, self.feedback.take());
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! seeds were split between shards.
 
 pub mod exec;
+pub mod feedback;
 pub mod journal;
 pub mod merge;
 pub mod summary;
@@ -146,9 +147,24 @@ pub struct Portfolio {
     pub members: Vec<String>,
 }
 
+/// The portfolio `heddle fuzz` runs when no strategy is given, also named
+/// `default`. Chosen from `heddle compare` over the bundled targets (see
+/// `benches/RESULTS.md`): site priorities find the bugs hidden among many
+/// identical threads and lock cycles, POS and SURW the bugs that need
+/// several preemptions at precise points (ABA), random walk the shallow
+/// ones; every member makes time choices (`+stall`), so that windows
+/// guarded by sleeps are explored too.
+pub const DEFAULT_PORTFOLIO: &str = "sites+stall,pos+stall,surw+stall,random+stall";
+
 impl Portfolio {
-    /// Parses `random,pct:3,pct:10,rr:0.2` (every member is checked).
+    /// Parses `random,pct:3,pct:10,rr:0.2` (every member is checked), or
+    /// `default` ([`DEFAULT_PORTFOLIO`]).
     pub fn parse(spec: &str) -> Result<Portfolio> {
+        let spec = if spec.trim() == "default" {
+            DEFAULT_PORTFOLIO
+        } else {
+            spec
+        };
         let mut members = Vec::new();
         for m in spec.split(',') {
             let m = m.trim();

@@ -105,7 +105,7 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let json = a.format == crate::report::json::Format::Json;
     let mut text = super::text_out(json);
     let out = &mut *text;
-    if a.run.strategy != "random" {
+    if a.run.strategy.is_some() {
         bail!("explore makes its own decisions: --strategy does not apply");
     }
     let bound: Bound = a.bound.parse()?;

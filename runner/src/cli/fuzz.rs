@@ -131,21 +131,15 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let plan = a.campaign.plan()?;
     let opts = a.campaign.options()?;
     // Strategy specs are checked before the target is built.
-    let members = campaign::Portfolio::parse(&a.run.strategy)?;
+    let spec = a.run.strategy.as_deref().unwrap_or("default");
+    let members = campaign::Portfolio::parse(spec)?;
     let (t, program) = a.target.load()?;
     let one = RunOpts {
-        strategy: members.members[0].clone(),
+        strategy: Some(members.members[0].clone()),
         ..a.run.clone()
     };
     let base = one.config(&a.target.args, 0)?;
-    let fuzz = Fuzz::new(
-        t,
-        program,
-        base,
-        &a.run.strategy,
-        plan,
-        a.campaign.keep_going,
-    )?;
+    let fuzz = Fuzz::new(t, program, base, spec, plan, a.campaign.keep_going)?;
     crate::interrupt::install();
     let r = fuzz.run(&opts)?;
     print_outcome(
@@ -228,7 +222,12 @@ fn print_outcome(
         o.session_secs,
         o.session_runs as f64 / o.session_secs.max(1e-9),
         o.timing.jobs,
-        s.campaign.strategies.join(","),
+        s.campaign
+            .strategies
+            .iter()
+            .map(|m| crate::sched::short_spec(m))
+            .collect::<Vec<_>>()
+            .join(","),
         s.stats.failing_runs,
         if resumed {
             format!(" ({total} runs in the campaign)")

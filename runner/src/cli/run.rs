@@ -45,9 +45,13 @@ impl TargetOpts {
 /// How runs are scheduled and bounded.
 #[derive(Args, Debug, Clone)]
 pub struct RunOpts {
-    /// Scheduling strategy: random, pct:D, ipct:D:B, pos, surw, delay:K, rr:P, exec:PROGRAM.
-    #[arg(long, default_value = "random")]
-    pub strategy: String,
+    /// Scheduling strategy: random, pct:D, sites:D, ipct:D:B, pos, surw,
+    /// delay:K, rr:P, exec:PROGRAM, each optionally +stall (time choices).
+    /// `heddle fuzz` takes a comma-separated portfolio and defaults to
+    /// `default` (sites+stall,pos+stall,surw+stall,random+stall); a single run
+    /// defaults to random.
+    #[arg(long)]
+    pub strategy: Option<String>,
     /// Step budget (yield points) before a run is a hang.
     #[arg(long, default_value_t = 2_000_000)]
     pub max_steps: u64,
@@ -87,12 +91,13 @@ impl RunOpts {
             .map(|d| Grant::parse(d))
             .collect::<Result<Vec<_>>>()?;
         // Validate the strategy spec now, for a clear error.
-        crate::sched::parse(&self.strategy, 1)?;
+        let strategy = self.strategy.clone().unwrap_or_else(|| "random".into());
+        crate::sched::parse(&strategy, 1)?;
         Ok(RunConfig {
             args: args.to_vec(),
             env,
             seed,
-            strategy: self.strategy.clone(),
+            strategy,
             max_steps: self.max_steps,
             max_time_ns: self.max_time_ms.saturating_mul(1_000_000),
             budget: (1, self.budget.max(1)),

@@ -21,9 +21,13 @@ pub fn write_reports(c: &Campaign, o: &Session, out: &Path) -> Result<Vec<Option
             Some(r) if !f.replay.is_empty() && r.steps <= super::MAX_REPORT_STEPS => {
                 let replay = out.join(&f.replay);
                 let html = replay.with_extension("html");
+                // The diagnostic run's decisions, forced: a learning
+                // strategy's run depends on a corpus the report does not have.
                 let cfg = RunConfig {
                     seed: f.first_seed,
                     strategy: c.portfolio.members[c.portfolio.member(f.first_seed)].clone(),
+                    forced: r.decisions.clone(),
+                    strict: true,
                     ..c.base.clone()
                 };
                 super::write_html(

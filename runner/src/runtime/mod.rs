@@ -103,6 +103,9 @@ pub struct RunConfig {
     pub observe: Vec<String>,
     /// Happens-before race detection ([`RunResult::races`]).
     pub races: RaceMode,
+    /// What earlier runs of the campaign showed, for a strategy that
+    /// learns ([`sched::learns`]); None: nothing yet.
+    pub corpus: Option<std::sync::Arc<sched::rff::Corpus>>,
 }
 
 impl Default for RunConfig {
@@ -125,6 +128,7 @@ impl Default for RunConfig {
             event_stacks: false,
             observe: Vec::new(),
             races: RaceMode::Report,
+            corpus: None,
         }
     }
 }
@@ -149,6 +153,9 @@ pub struct RunResult {
     pub verdict: Verdict,
     /// The canonical strategy spec used.
     pub strategy: String,
+    /// What the run showed its strategy, for the corpus of later runs
+    /// ([`sched::Strategy::take_feedback`]; empty for most strategies).
+    pub feedback: Vec<sched::rff::RfPair>,
     /// The decisions made, in order (the schedule).
     pub decisions: Vec<Decision>,
     /// The events recorded (when the configuration asks for them).
@@ -434,7 +441,10 @@ impl Program {
 
     /// Runs the program once.
     pub fn run(&self, cfg: &RunConfig) -> Result<RunResult> {
-        let strategy: Box<dyn Strategy> = sched::parse(&cfg.strategy, 1000)?;
+        let mut strategy: Box<dyn Strategy> = sched::parse(&cfg.strategy, 1000)?;
+        if let Some(corpus) = &cfg.corpus {
+            strategy.learn_from(corpus.clone());
+        }
         self.run_with_strategy(cfg, strategy)
     }
 
@@ -499,7 +509,7 @@ impl Program {
         }
         let end = exec.drive();
         drop(exec);
-        let st = run
+        let mut st = run
             .into_inner()
             .ok_or_else(|| crate::internal!("run state still shared"))?;
         if let Some(failure) = st.sched.strategy.failure() {
@@ -524,8 +534,10 @@ impl Program {
                 }
             })
             .collect();
+        let feedback = st.sched.strategy.take_feedback();
         let mut r = self.finish(st, end, stdout, stderr, spec, cfg)?;
         r.observed = observed;
+        r.feedback = feedback;
         self.recycle_memory(memory, used);
         Ok(r)
     }
@@ -630,6 +642,7 @@ impl Program {
         Ok(RunResult {
             verdict,
             strategy,
+            feedback: Vec::new(),
             decisions: std::mem::take(&mut st.sched.decisions),
             events: std::mem::take(&mut st.events),
             labels: std::mem::take(&mut st.labels),

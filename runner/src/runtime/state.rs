@@ -149,6 +149,8 @@ pub struct Scheduler {
     pub choice_points: Option<Vec<ChoicePoint>>,
     /// The strategy decides on the run's state ([`Strategy::observes_run`]).
     pub observes: bool,
+    /// The longest wait the strategy may let pass ([`Strategy::max_stall_ns`]).
+    pub max_stall_ns: u64,
     /// Events recorded so far in the run (kept by [`RunState`] for
     /// [`ChoicePoint::event`]).
     pub events_recorded: usize,
@@ -202,8 +204,10 @@ pub struct ChoicePoint {
 impl Scheduler {
     pub fn new(strategy: Box<dyn Strategy>, forced: Vec<Decision>, strict: bool) -> Scheduler {
         let observes = strategy.observes_run();
+        let max_stall_ns = strategy.max_stall_ns();
         Scheduler {
             observes,
+            max_stall_ns,
             strategy,
             forced,
             pos: 0,
@@ -297,6 +301,23 @@ impl Scheduler {
     }
 
     fn pick_value(&mut self, tid: Tid, site: SiteId, options: u32) -> Result<u32, Divergence> {
+        self.decide_value(tid, site, options, |s| s.pick_value(tid, options))
+    }
+
+    /// A time choice ([`Strategy::pick_stall`]): a value decision among two
+    /// (1 = let `wait_ns` pass now).
+    fn pick_stall(&mut self, tid: Tid, site: SiteId, wait_ns: u64) -> Result<bool, Divergence> {
+        self.decide_value(tid, site, 2, |s| s.pick_stall(tid, wait_ns) as u32)
+            .map(|v| v == 1)
+    }
+
+    fn decide_value(
+        &mut self,
+        tid: Tid,
+        site: SiteId,
+        options: u32,
+        ask: impl FnOnce(&mut dyn Strategy) -> u32,
+    ) -> Result<u32, Divergence> {
         let index = self.decisions.len();
         let value = match self.next_forced() {
             Some(Decision::Value {
@@ -319,7 +340,7 @@ impl Scheduler {
                     actual: "the run continued past the end of the recording".into(),
                 });
             }
-            None => self.strategy.pick_value(tid, options).min(options - 1),
+            None => ask(self.strategy.as_mut()).min(options - 1),
         };
         if let Some(cp) = &mut self.choice_points {
             cp.push(ChoicePoint {
@@ -917,6 +938,21 @@ impl RunState {
         }
         if let Some(d) = b.deadline() {
             self.timers.insert((d, tid));
+            let now = self.clock.now();
+            if d > now
+                && d - now <= self.sched.max_stall_ns
+                && self.timers.first() == Some(&(d, tid))
+            {
+                self.sched.events_recorded = self.events.len();
+                match self.sched.pick_stall(tid, site, d - now) {
+                    Ok(true) => {
+                        self.clock.advance_to(d);
+                        self.fire_timers();
+                    }
+                    Ok(false) => {}
+                    Err(e) => return Err(self.end(Outcome::Diverged(e))),
+                }
+            }
         }
         self.schedule_away()
     }

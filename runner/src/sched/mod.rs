@@ -8,9 +8,10 @@
 //! strategy knows comes from its seed and the choices it is shown, so a run
 //! is a pure function of (module, config, seed).
 //!
-//! One strategy per file: [`random`], [`pct`], [`rr`], [`pos`], [`surw`],
-//! [`delay`], [`ipct`], [`exec`] (a strategy in another process) and
-//! [`replay`]. Adding a strategy touches its file and [`parse_with`].
+//! One strategy per file: [`random`], [`pct`], [`sites`], [`rr`], [`pos`],
+//! [`surw`], [`delay`], [`ipct`], [`rff`] (which learns from earlier runs),
+//! [`exec`] (a strategy in another process) and [`replay`]; [`stall`] adds time choices to any of them
+//! (`pos+stall`). Adding a strategy touches its file and [`parse_with`].
 //!
 //! # Writing a strategy
 //!
@@ -87,8 +88,11 @@ pub mod plan;
 pub mod pos;
 pub mod random;
 pub mod replay;
+pub mod rff;
 pub mod rng;
 pub mod rr;
+pub mod sites;
+pub mod stall;
 pub mod surw;
 
 use crate::model::{Pending, Tid};
@@ -187,6 +191,29 @@ pub trait Strategy: Send {
     /// needed; memory is as it was just before the event. Only called when
     /// `observes_run`.
     fn on_event(&mut self, _tid: Tid, _event: &Pending, _view: &dyn RunView) {}
+    /// The longest wait the strategy may let pass at once (0: it makes no
+    /// time choices). The runtime calls [`Strategy::pick_stall`] when a
+    /// thread starts to wait on time for at most this long and its deadline
+    /// is the earliest one pending. Read once, when a run starts.
+    fn max_stall_ns(&self) -> u64 {
+        0
+    }
+    /// `tid` starts to wait `wait_ns` of virtual time (a sleep, or a timed
+    /// wait's timeout). `true` lets that time pass now: every other thread
+    /// was delayed that long, the clock jumps to the deadline and `tid` is
+    /// ready again at once. Recorded as a value decision (1 = stall). Only
+    /// called for waits within `max_stall_ns`.
+    fn pick_stall(&mut self, _tid: Tid, _wait_ns: u64) -> bool {
+        false
+    }
+    /// Gives a strategy that learns ([`learns`]) what earlier runs of its
+    /// campaign showed. Called before [`Strategy::reset`].
+    fn learn_from(&mut self, _corpus: std::sync::Arc<rff::Corpus>) {}
+    /// What this run showed, for the corpus of later runs (the reads-from
+    /// pairs of [`rff`]); called once when the run ends.
+    fn take_feedback(&mut self) -> Vec<rff::RfPair> {
+        Vec::new()
+    }
 }
 
 /// What a strategy that [observes the run](Strategy::observes_run) may read:
@@ -251,7 +278,8 @@ pub fn parse(spec: &str, steps_estimate: u64) -> Result<Box<dyn Strategy>> {
 }
 
 /// The strategy specs [`parse_with`] accepts, for error messages and help.
-pub const SPECS: &str = "random, pct:D, ipct:D:B, pos, surw, delay:K, rr:P, exec:PROGRAM or replay";
+pub const SPECS: &str =
+    "random, pct:D, sites:D, ipct:D:B, pos, surw, delay:K, rr:P, rff, exec:PROGRAM or replay, each optionally +stall";
 
 fn int_param<T: std::str::FromStr + PartialOrd>(
     spec: &str,
@@ -270,6 +298,14 @@ fn int_param<T: std::str::FromStr + PartialOrd>(
 /// `replay`. Parameters left out that depend on the program (`k=`, `n=`)
 /// come from `est`.
 pub fn parse_with(spec: &str, est: &Estimate) -> Result<Box<dyn Strategy>> {
+    if let Some(inner) = spec.strip_suffix(stall::SUFFIX) {
+        if inner.ends_with(stall::SUFFIX) || inner.starts_with("exec:") || inner == "replay" {
+            bail!(
+                "bad strategy `{spec}`: +stall goes once after a built-in strategy, e.g. pos+stall"
+            );
+        }
+        return Ok(Box::new(stall::Stall::new(parse_with(inner, est)?)));
+    }
     if let Some(command) = spec.strip_prefix("exec:") {
         if command.trim().is_empty() {
             bail!("bad strategy `{spec}`: exec needs a program, e.g. exec:./my-strategy");
@@ -297,21 +333,26 @@ pub fn parse_with(spec: &str, est: &Estimate) -> Result<Box<dyn Strategy>> {
     let steps = est.steps.max(1);
     Ok(match name {
         "random" if args.is_empty() => Box::new(random::Random::new()),
-        "pct" => {
+        "pct" | "sites" => {
             let depth = match args.first() {
                 None => 3,
                 Some(d) => d.parse::<u32>().ok().filter(|d| *d >= 1).ok_or_else(|| {
-                    anyhow::anyhow!("bad PCT depth `{d}` in `{spec}` (expected an integer >= 1)")
+                    let what = if name == "pct" { "PCT" } else { name };
+                    anyhow::anyhow!("bad {what} depth `{d}` in `{spec}` (expected an integer >= 1)")
                 })?,
             };
             let mut k = steps;
             for a in args.iter().skip(1) {
                 match a.strip_prefix("k=").and_then(|v| v.parse::<u64>().ok()) {
                     Some(v) if v >= 1 => k = v,
-                    _ => bail!("bad PCT parameter `{a}` in `{spec}` (expected k=N)"),
+                    _ => bail!("bad {name} parameter `{a}` in `{spec}` (expected k=N)"),
                 }
             }
-            Box::new(pct::Pct::new(depth, k))
+            if name == "sites" {
+                Box::new(sites::Sites::new(depth, k))
+            } else {
+                Box::new(pct::Pct::new(depth, k))
+            }
         }
         "ipct" => {
             let positional = args.iter().take_while(|a| !a.contains('=')).count();
@@ -330,6 +371,7 @@ pub fn parse_with(spec: &str, est: &Estimate) -> Result<Box<dyn Strategy>> {
             Box::new(ipct::Ipct::new(depth, block, k))
         }
         "pos" if args.is_empty() => Box::new(pos::Pos::new()),
+        "rff" if args.is_empty() => Box::new(rff::Rff::new(Default::default())),
         "surw" => {
             let estimates = match args.as_slice() {
                 [] => est.per_thread.clone(),
@@ -378,12 +420,37 @@ pub fn parse_with(spec: &str, est: &Estimate) -> Result<Box<dyn Strategy>> {
     })
 }
 
+/// Whether the strategy `spec` learns from earlier runs: a campaign then
+/// feeds it a corpus ([`Strategy::learn_from`], `campaign::feedback`).
+pub fn learns(spec: &str) -> bool {
+    let spec = spec.strip_suffix(stall::SUFFIX).unwrap_or(spec);
+    spec == "rff"
+}
+
+/// `spec` without the parameters calibration fills in (`k=`, `n=`), for
+/// one-line summaries: `surw:n=3,40,40+stall` is shown as `surw+stall`.
+pub fn short_spec(spec: &str) -> String {
+    let (base, stall) = match spec.strip_suffix(stall::SUFFIX) {
+        Some(b) => (b, stall::SUFFIX),
+        None => (spec, ""),
+    };
+    if base.starts_with("exec:") {
+        return spec.to_string();
+    }
+    let kept: Vec<&str> = base
+        .split(':')
+        .take_while(|p| !p.starts_with("k=") && !p.starts_with("n="))
+        .collect();
+    format!("{}{stall}", kept.join(":"))
+}
+
 /// Whether `spec` names a strategy whose parameters depend on a step
 /// estimate (see [`Estimate`]).
 pub fn needs_estimate(spec: &str) -> bool {
+    let spec = spec.strip_suffix(stall::SUFFIX).unwrap_or(spec);
     let name = spec.split(':').next().unwrap_or_default();
     match name {
-        "pct" | "ipct" => !spec.contains("k="),
+        "pct" | "ipct" | "sites" => !spec.contains("k="),
         "delay" => !spec.contains("n="),
         "surw" => !spec.contains("n="),
         _ => false,
@@ -423,6 +490,22 @@ mod tests {
         };
         assert_eq!(parse_with("surw", &est).unwrap().spec(), "surw:n=2,5");
         assert_eq!(parse("exec:./s.py", 1).unwrap().spec(), "exec:./s.py");
+        assert_eq!(parse("sites", 40).unwrap().spec(), "sites:3:k=40");
+        assert_eq!(parse("sites:2:k=9", 40).unwrap().spec(), "sites:2:k=9");
+        assert_eq!(parse("pos+stall", 1).unwrap().spec(), "pos+stall");
+        let stalled = parse("pct:2+stall", 30).unwrap();
+        assert_eq!(stalled.spec(), "pct:2:k=30+stall");
+        assert_eq!(stalled.max_stall_ns(), stall::MAX_STALL_NS);
+        assert_eq!(parse(&stalled.spec(), 1).unwrap().spec(), stalled.spec());
+        assert_eq!(parse("pos", 1).unwrap().max_stall_ns(), 0);
+        assert!(needs_estimate("sites+stall") && needs_estimate("surw+stall"));
+        assert_eq!(probe_runs("surw+stall"), surw::PROBE_RUNS);
+        assert_eq!(short_spec("surw:n=3,40,40+stall"), "surw+stall");
+        assert_eq!(parse("rff+stall", 1).unwrap().spec(), "rff+stall");
+        assert!(learns("rff") && learns("rff+stall") && !learns("pos"));
+        assert_eq!(short_spec("sites:3:k=68+stall"), "sites:3+stall");
+        assert_eq!(short_spec("delay:2:n=9"), "delay:2");
+        assert_eq!(short_spec("exec:./a:k=1"), "exec:./a:k=1");
         for spec in ["pct:3", "ipct", "delay:1", "surw"] {
             assert!(needs_estimate(spec), "{spec}");
         }
@@ -448,6 +531,12 @@ mod tests {
             "surw:3",
             "exec:",
             "exec:  ",
+            "sites:0",
+            "pos+stall+stall",
+            "replay+stall",
+            "exec:x+stall",
+            "rff:1",
+            "+stall",
         ] {
             assert!(parse(bad, 1).is_err(), "{bad}");
         }

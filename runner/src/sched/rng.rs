@@ -73,6 +73,9 @@ impl Rng {
 pub const STREAM_STRATEGY: u64 = 1;
 /// The stream for the preemption budget.
 pub const STREAM_BUDGET: u64 = 2;
+/// The stream for time choices (`+stall`), apart from the wrapped
+/// strategy's so that wrapping changes none of its other answers.
+pub const STREAM_TIME: u64 = 4;
 
 #[cfg(test)]
 mod tests {
