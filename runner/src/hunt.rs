@@ -407,17 +407,14 @@ impl Hunt<'_> {
                 record_events: true,
                 ..self.base.clone()
             })?;
-            learn(&mut known, &r);
+            plan_run::learn(&mut known, &r);
             lock_edges(&r, &mut edges);
             if !r.verdict.is_pass() {
                 observed_failures.push((seed, r.verdict.summary()));
             }
             obs.add_run(seed, &r);
         }
-        known.thread_names.sort();
-        known.thread_names.dedup();
-        known.labels.sort();
-        known.labels.dedup();
+        plan_run::settle(&mut known);
         let observed = obs.report();
         // Lock-order cycles first: an inversion observed is a strong hint.
         let mut all = lock_cycle_plans(&edges, &self.program.sites, &self.base.args);
@@ -474,29 +471,22 @@ impl Hunt<'_> {
                     new_sites: 0,
                     replay: None,
                 };
+                if !followed && report.incidental.is_some() {
+                    continue;
+                }
+                run.replay = Some(plan_run::write_replay(
+                    &self.out,
+                    self.target,
+                    self.program,
+                    &plan,
+                    &self.base,
+                    &run,
+                )?);
                 if followed {
-                    run.replay = Some(plan_run::write_replay(
-                        &self.out,
-                        self.target,
-                        self.program,
-                        &plan,
-                        &self.base,
-                        &run,
-                    )?);
                     hit = Some(run);
                     break;
                 }
-                if report.incidental.is_none() {
-                    run.replay = Some(plan_run::write_replay(
-                        &self.out,
-                        self.target,
-                        self.program,
-                        &plan,
-                        &self.base,
-                        &run,
-                    )?);
-                    report.incidental = Some((i + 1, run));
-                }
+                report.incidental = Some((i + 1, run));
             }
             on_plan(&tried, total);
             if let Some(run) = hit {
@@ -515,16 +505,6 @@ impl Hunt<'_> {
         }
         Ok(report)
     }
-}
-
-fn learn(known: &mut Known, r: &RunResult) {
-    known.threads = known.threads.max(r.threads);
-    known
-        .thread_names
-        .extend(r.thread_names.iter().flatten().cloned());
-    known
-        .labels
-        .extend(r.labels.iter().map(|(_, _, l)| l.clone()));
 }
 
 /// Writes a plan file `heddle plan` reads back.

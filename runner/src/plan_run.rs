@@ -84,19 +84,10 @@ pub fn prepare(
             strategy: "random".into(),
             ..base.clone()
         })?;
-        known.threads = known.threads.max(r.threads);
-        known
-            .thread_names
-            .extend(r.thread_names.iter().flatten().cloned());
-        known
-            .labels
-            .extend(r.labels.iter().map(|(_, _, l)| l.clone()));
+        learn(&mut known, &r);
         merge(&mut coverage, &r.sites_hit);
     }
-    known.thread_names.sort();
-    known.thread_names.dedup();
-    known.labels.sort();
-    known.labels.dedup();
+    settle(&mut known);
     let name = plan_path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -104,6 +95,25 @@ pub fn prepare(
     let p = plan::validate(&name, file, &program.sites, &known)
         .map_err(|e| anyhow::anyhow!("{}: {}", plan_path.display(), crate::text::one_line(&e)))?;
     Ok((p, coverage))
+}
+
+/// Adds what run `r` showed (threads, their names, labels) to `known`.
+pub fn learn(known: &mut Known, r: &RunResult) {
+    known.threads = known.threads.max(r.threads);
+    known
+        .thread_names
+        .extend(r.thread_names.iter().flatten().cloned());
+    known
+        .labels
+        .extend(r.labels.iter().map(|(_, _, l)| l.clone()));
+}
+
+/// Sorts and deduplicates what [`learn`] gathered.
+pub fn settle(known: &mut Known) {
+    known.thread_names.sort();
+    known.thread_names.dedup();
+    known.labels.sort();
+    known.labels.dedup();
 }
 
 fn merge(into: &mut Vec<u64>, bits: &[u64]) -> usize {

@@ -13,17 +13,14 @@
 //! Value choices are uniform.
 
 use super::rng::{Rng, STREAM_STRATEGY};
-use super::{Choice, Spinners, Strategy};
+use super::{Candidate, Choice, Spinners, Strategy};
 use crate::model::{EventKind, Pending, Tid};
 use std::collections::BTreeMap;
 
 /// The `pos` strategy.
 pub struct Pos {
     rng: Rng,
-    /// Each thread's pending event as last seen, with its priority.
-    priority: BTreeMap<Tid, (Pending, u64)>,
-    /// Threads seen spinning that have not run since.
-    spinners: Spinners,
+    priorities: Priorities,
 }
 
 impl Pos {
@@ -31,8 +28,7 @@ impl Pos {
     pub fn new() -> Pos {
         Pos {
             rng: Rng::new(0, STREAM_STRATEGY),
-            priority: BTreeMap::new(),
-            spinners: Spinners::default(),
+            priorities: Priorities::default(),
         }
     }
 }
@@ -40,6 +36,76 @@ impl Pos {
 impl Default for Pos {
     fn default() -> Self {
         Pos::new()
+    }
+}
+
+/// POS's state: a priority per pending event, and the spinners held back.
+/// Shared with strategies that sample like POS with a bias of their own
+/// ([`super::rff`]).
+#[derive(Default)]
+pub struct Priorities {
+    /// Each thread's pending event as last seen, with its priority.
+    priority: BTreeMap<Tid, (Pending, u64)>,
+    /// Threads seen spinning that have not run since.
+    spinners: Spinners,
+}
+
+impl Priorities {
+    /// Forgets everything (a new run).
+    pub fn clear(&mut self) {
+        self.priority.clear();
+        self.spinners.clear();
+    }
+
+    /// The candidate to run: not a spinner if possible, then the highest
+    /// `bias`, then the highest priority. Draws priorities from `rng`.
+    pub fn pick(
+        &mut self,
+        rng: &mut Rng,
+        candidates: &[Candidate],
+        bias: impl Fn(&Pending) -> i8,
+    ) -> usize {
+        // A thread whose pending event changed since we last saw it (it ran
+        // alone, woke up, …) is at a new event: a new priority.
+        for c in candidates {
+            let fresh = match self.priority.get(&c.tid) {
+                Some((p, _)) => *p != c.pending,
+                None => true,
+            };
+            if fresh {
+                let pr = rng.next_u64();
+                self.priority.insert(c.tid, (c.pending, pr));
+            }
+        }
+        self.spinners.observe(candidates);
+        let prio = |tid: Tid| self.priority.get(&tid).map(|e| e.1).unwrap_or(0);
+        let spins = |tid: Tid| self.spinners.contains(tid);
+        let pick = candidates
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, c)| {
+                // A spinner waits for someone else: let the others go first.
+                (
+                    !spins(c.tid),
+                    bias(&c.pending),
+                    prio(c.tid),
+                    std::cmp::Reverse(c.tid),
+                )
+            })
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let ran = candidates[pick];
+        self.spinners.ran(ran.tid);
+        // The chosen event executes: its thread's next event is new, and
+        // every pending event racing with it is reset.
+        self.priority.remove(&ran.tid);
+        for c in candidates {
+            if c.tid != ran.tid && races(&ran.pending, &c.pending) {
+                let pr = rng.next_u64();
+                self.priority.insert(c.tid, (c.pending, pr));
+            }
+        }
+        pick
     }
 }
 
@@ -77,48 +143,12 @@ impl Strategy for Pos {
 
     fn reset(&mut self, seed: u64) {
         self.rng = Rng::new(seed, STREAM_STRATEGY);
-        self.priority.clear();
-        self.spinners.clear();
+        self.priorities.clear();
     }
 
     fn pick_thread(&mut self, choice: &Choice) -> usize {
-        // A thread whose pending event changed since we last saw it (it ran
-        // alone, woke up, …) is at a new event: a new priority.
-        for c in choice.candidates {
-            let fresh = match self.priority.get(&c.tid) {
-                Some((p, _)) => *p != c.pending,
-                None => true,
-            };
-            if fresh {
-                let pr = self.rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
-            }
-        }
-        self.spinners.observe(choice.candidates);
-        let prio = |tid: Tid| self.priority.get(&tid).map(|e| e.1).unwrap_or(0);
-        let spins = |tid: Tid| self.spinners.contains(tid);
-        let pick = choice
-            .candidates
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, c)| {
-                // A spinner waits for someone else: let the others go first.
-                (!spins(c.tid), prio(c.tid), std::cmp::Reverse(c.tid))
-            })
-            .map(|(i, _)| i)
-            .unwrap_or(0);
-        let ran = choice.candidates[pick];
-        self.spinners.ran(ran.tid);
-        // The chosen event executes: its thread's next event is new, and
-        // every pending event racing with it is reset.
-        self.priority.remove(&ran.tid);
-        for c in choice.candidates {
-            if c.tid != ran.tid && races(&ran.pending, &c.pending) {
-                let pr = self.rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
-            }
-        }
-        pick
+        self.priorities
+            .pick(&mut self.rng, choice.candidates, |_| 0)
     }
 
     fn pick_value(&mut self, _tid: Tid, n: u32) -> u32 {

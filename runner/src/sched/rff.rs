@@ -22,9 +22,9 @@
 //! run --strategy rff`) has no target. A failing run's replay file records
 //! its decisions like any other and replays without the corpus.
 
-use super::pos::races;
+use super::pos::Priorities;
 use super::rng::{Rng, STREAM_STRATEGY};
-use super::{Choice, RunView, Spinners, Strategy};
+use super::{Choice, RunView, Strategy};
 use crate::instrument::SiteId;
 use crate::model::{EventKind, Pending, Tid, NO_SITE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,9 +68,8 @@ pub struct Rff {
     corpus: Arc<Corpus>,
     rng: Rng,
     target: Option<Target>,
-    /// POS priorities: each thread's pending event as last seen.
-    priority: BTreeMap<Tid, (Pending, u64)>,
-    spinners: Spinners,
+    /// POS's priorities and spinners.
+    priorities: Priorities,
     /// The site of the last store to each 4-byte word.
     last_writer: BTreeMap<u32, SiteId>,
     /// This run's pairs.
@@ -91,8 +90,7 @@ impl Rff {
             corpus,
             rng: Rng::new(0, STREAM_STRATEGY),
             target: None,
-            priority: BTreeMap::new(),
-            spinners: Spinners::default(),
+            priorities: Priorities::default(),
             last_writer: BTreeMap::new(),
             seen: BTreeSet::new(),
             holds: 0,
@@ -125,29 +123,31 @@ impl Rff {
     }
 
     fn writer_of(&self, p: &Pending) -> SiteId {
-        self.last_writer
-            .get(&(p.addr >> 2))
-            .copied()
-            .unwrap_or(NO_SITE)
+        writer_of(&self.last_writer, p)
     }
+}
 
-    /// +1: run it now; -1: hold it back; 0: no opinion.
-    fn bias(&self, p: &Pending) -> i8 {
-        let Some(t) = self.target else { return 0 };
-        let (w, r) = t.pair;
-        let reads = matches!(
-            p.kind,
-            EventKind::Read | EventKind::Rmw | EventKind::Cmpxchg
-        );
-        if reads && p.site == r {
-            let from_w = self.writer_of(p) == w;
-            return if from_w == t.enforce { 1 } else { -1 };
-        }
-        if p.kind.writes() && p.site == w && w != NO_SITE {
-            return if t.enforce { 1 } else { -1 };
-        }
-        0
+/// The site of the last store to `p`'s word.
+fn writer_of(last_writer: &BTreeMap<u32, SiteId>, p: &Pending) -> SiteId {
+    last_writer.get(&(p.addr >> 2)).copied().unwrap_or(NO_SITE)
+}
+
+/// For `target`: +1 run `p` now; -1 hold it back; 0 no opinion.
+fn bias(target: Option<Target>, last_writer: &BTreeMap<u32, SiteId>, p: &Pending) -> i8 {
+    let Some(t) = target else { return 0 };
+    let (w, r) = t.pair;
+    let reads = matches!(
+        p.kind,
+        EventKind::Read | EventKind::Rmw | EventKind::Cmpxchg
+    );
+    if reads && p.site == r {
+        let from_w = writer_of(last_writer, p) == w;
+        return if from_w == t.enforce { 1 } else { -1 };
     }
+    if p.kind.writes() && p.site == w && w != NO_SITE {
+        return if t.enforce { 1 } else { -1 };
+    }
+    0
 }
 
 /// The words `[addr, addr + len)` covers.
@@ -163,8 +163,7 @@ impl Strategy for Rff {
 
     fn reset(&mut self, seed: u64) {
         self.rng = Rng::new(seed, STREAM_STRATEGY);
-        self.priority.clear();
-        self.spinners.clear();
+        self.priorities.clear();
         self.last_writer.clear();
         self.seen.clear();
         self.holds = 0;
@@ -172,50 +171,20 @@ impl Strategy for Rff {
     }
 
     fn pick_thread(&mut self, choice: &Choice) -> usize {
-        for c in choice.candidates {
-            let fresh = match self.priority.get(&c.tid) {
-                Some((p, _)) => *p != c.pending,
-                None => true,
-            };
-            if fresh {
-                let pr = self.rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
-            }
-        }
-        self.spinners.observe(choice.candidates);
-        let pick = choice
-            .candidates
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, c)| {
-                let prio = self.priority.get(&c.tid).map(|e| e.1).unwrap_or(0);
-                (
-                    !self.spinners.contains(c.tid),
-                    self.bias(&c.pending),
-                    prio,
-                    std::cmp::Reverse(c.tid),
-                )
-            })
-            .map(|(i, _)| i)
-            .unwrap_or(0);
+        let (target, writers) = (self.target, &self.last_writer);
+        let pick = self.priorities.pick(&mut self.rng, choice.candidates, |p| {
+            bias(target, writers, p)
+        });
         let ran = choice.candidates[pick];
-        if self.target.is_some()
+        if target.is_some()
             && choice
                 .candidates
                 .iter()
-                .any(|c| c.tid != ran.tid && self.bias(&c.pending) < 0)
+                .any(|c| c.tid != ran.tid && bias(target, writers, &c.pending) < 0)
         {
             self.holds += 1;
             if self.holds > MAX_HOLDS {
                 self.target = None;
-            }
-        }
-        self.spinners.ran(ran.tid);
-        self.priority.remove(&ran.tid);
-        for c in choice.candidates {
-            if c.tid != ran.tid && races(&ran.pending, &c.pending) {
-                let pr = self.rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
             }
         }
         pick
