@@ -84,6 +84,25 @@ pub fn run(p: &Program, cfg: &RunConfig) -> RunResult {
     p.run(cfg).expect("run")
 }
 
+/// Runs `p` with `base` for every seed of `seeds`; each run must pass
+/// (`what` names the case in the failure message).
+pub fn assert_passes(p: &Program, base: &RunConfig, seeds: std::ops::Range<u64>, what: &str) {
+    for seed in seeds {
+        let r = run(
+            p,
+            &RunConfig {
+                seed,
+                ..base.clone()
+            },
+        );
+        assert!(
+            r.verdict.is_pass(),
+            "{what} seed {seed}: {}",
+            r.verdict.summary()
+        );
+    }
+}
+
 /// Runs `f` over `items` on two worker threads (the machine has two cores).
 pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);

@@ -104,20 +104,12 @@ fn pass_only_targets_pass_everywhere() {
             for granularity in [Granularity::All, Granularity::Sync] {
                 let p = program(&e.source, false, granularity);
                 let base = calibrated(&p, config(&e, strategy, 0));
-                for seed in 0..1000 {
-                    let r = run(
-                        &p,
-                        &RunConfig {
-                            seed,
-                            ..base.clone()
-                        },
-                    );
-                    assert!(
-                        r.verdict.is_pass(),
-                        "{name} {strategy} {granularity} seed {seed}: {}",
-                        r.verdict.summary()
-                    );
-                }
+                assert_passes(
+                    &p,
+                    &base,
+                    0..1000,
+                    &format!("{name} {strategy} {granularity}"),
+                );
             }
         });
     }

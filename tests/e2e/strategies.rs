@@ -430,20 +430,7 @@ fn stalls_open_windows_guarded_by_sleeps_and_replay() {
     let fixed = program(&e.source, true, Granularity::All);
     for strategy in ["random", "pos", "sites"] {
         let plain = p.calibrate(config(&e, strategy, 0)).unwrap();
-        for seed in 0..300 {
-            let r = run(
-                &p,
-                &RunConfig {
-                    seed,
-                    ..plain.clone()
-                },
-            );
-            assert!(
-                r.verdict.is_pass(),
-                "{strategy} seed {seed}: {}",
-                r.verdict.summary()
-            );
-        }
+        assert_passes(&p, &plain, 0..300, strategy);
         let stalled = p
             .calibrate(config(&e, &format!("{strategy}+stall"), 0))
             .unwrap();
@@ -485,20 +472,7 @@ fn stalls_open_windows_guarded_by_sleeps_and_replay() {
             "the stall is a recorded decision: {:?}",
             r.decisions
         );
-        for seed in 0..300 {
-            let r = run(
-                &fixed,
-                &RunConfig {
-                    seed,
-                    ..stalled.clone()
-                },
-            );
-            assert!(
-                r.verdict.is_pass(),
-                "fixed {strategy}+stall seed {seed}: {}",
-                r.verdict.summary()
-            );
-        }
+        assert_passes(&fixed, &stalled, 0..300, &format!("fixed {strategy}+stall"));
     }
     // The CLI end to end: the default portfolio finds it, the replay file
     // reproduces it.
@@ -534,20 +508,7 @@ fn stalls_open_windows_guarded_by_sleeps_and_replay() {
     let p = program(&tw.source, false, Granularity::All);
     for strategy in ["random+stall", "pos+stall", "sites+stall", "surw+stall"] {
         let base = p.calibrate(config(&tw, strategy, 0)).unwrap();
-        for seed in 0..500 {
-            let r = run(
-                &p,
-                &RunConfig {
-                    seed,
-                    ..base.clone()
-                },
-            );
-            assert!(
-                r.verdict.is_pass(),
-                "timed_wait {strategy} seed {seed}: {}",
-                r.verdict.summary()
-            );
-        }
+        assert_passes(&p, &base, 0..500, &format!("timed_wait {strategy}"));
     }
 }
 
