@@ -5,11 +5,12 @@
 # bug, whether its replay file reproduces, and the fixed build over the
 # same number of runs. Rewrites the section between the markers in
 # benches/RESULTS.md.
-#   RUNS=500 TRIALS=5 benches/strategies.sh
+#   RUNS=500 TRIALS=5 FIXED_RUNS=2000 benches/strategies.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-500}
 TRIALS=${TRIALS:-5}
+FIXED_RUNS=${FIXED_RUNS:-2000}
 STRATEGIES=${STRATEGIES:-random,pct:3,pct:10,pos,surw,delay:2,sites,sites:2,rff,random+stall,pos+stall,default}
 cargo build --locked --release -p heddle -q
 heddle=target/release/heddle
@@ -27,23 +28,25 @@ for t in tomllib.load(open("targets/targets.toml", "rb"))["target"]:
         print(t["name"], t["source"], " ".join(t.get("args", [])), sep="\t")
 PY
 )
-fuzz_table="| target | runs to first bug | seconds to first bug | verdict | replay reproduces | fixed build, same runs |
+fuzz_table="| target | runs to first bug | seconds to first bug | verdict | replay reproduces | fixed build, $FIXED_RUNS runs |
 |---|---:|---:|---|---|---|"
 while IFS=$'\t' read -r name source args; do
     out="$work/fuzz-$name"
     # shellcheck disable=SC2086
-    line=$("$heddle" fuzz "targets/$source" --jobs 1 --time-budget 60s --out "$out" -- $args 2>/dev/null | head -2 || true)
-    runs=$(sed -n 's/^\([0-9]*\) runs in \([0-9.]*\)s.*/\1/p' <<< "$line" | head -1)
-    secs=$(sed -n 's/^\([0-9]*\) runs in \([0-9.]*\)s.*/\2/p' <<< "$line" | head -1)
-    verdict=$(sed -n '2s/^seed [0-9]*: \([a-z-]*\).*/\1/p' <<< "$line")
+    "$heddle" fuzz "targets/$source" --jobs 1 --time-budget 60s --out "$out" -- $args > "$out.txt" 2>/dev/null || true
+    runs=$(sed -n '1s/^\([0-9]*\) runs in \([0-9.]*\)s.*/\1/p' "$out.txt")
+    secs=$(sed -n '1s/^\([0-9]*\) runs in \([0-9.]*\)s.*/\2/p' "$out.txt")
+    verdict=$(sed -n 's/^seed [0-9]*: \([a-z-]*\).*/\1/p' "$out.txt" | head -1)
     replay=$(ls "$out"/*-seed*.toml 2>/dev/null | head -1 || true)
-    if [ -n "$replay" ] && "$heddle" replay "$replay" 2>/dev/null | grep -q "replay reproduced"; then
-        reproduces=yes
-    else
-        reproduces=no
+    reproduces=no
+    if [ -n "$replay" ]; then
+        replayed=$("$heddle" replay "$replay" 2>/dev/null || true)
+        if grep -q "replay reproduced" <<< "$replayed"; then
+            reproduces=yes
+        fi
     fi
     # shellcheck disable=SC2086
-    fixed=$("$heddle" fuzz "targets/$source" --fixed --jobs 1 --runs "${runs:-1}" --out "$out-fixed" -- $args 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) failing.*/\1 failing/p')
+    fixed=$("$heddle" fuzz "targets/$source" --fixed --jobs 1 --runs "$FIXED_RUNS" --out "$out-fixed" -- $args 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) failing.*/\1 failing/p')
     fuzz_table+=$'\n'"| $name | ${runs:-?} | ${secs:-?} | ${verdict:-none in 60 s} | $reproduces | ${fixed:-?} |"
 done <<< "$targets"
 
@@ -58,7 +61,7 @@ are per trial on one core):
 $(cat "$work/compare/compare.md")
 
 The default \`heddle fuzz\` (no \`--strategy\`), \`--jobs 1\`, stopping at the first
-failure or after 60 s; then the replay file, and the fixed build over as many runs:
+failure or after 60 s; then its replay file, and the fixed build over $FIXED_RUNS runs:
 
 $fuzz_table
 <!-- strategies:end -->"
