@@ -625,6 +625,8 @@ fn rff_learns_in_generations_whatever_the_jobs() {
             o.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
+        // The manifest's arguments, as `compare` runs the target.
+        args.extend_from_slice(&["--", "3", "2"]);
         let r = heddle_out(&args);
         assert_eq!(
             r.status.code(),

@@ -12,7 +12,7 @@ use super::{Portfolio, SeedPlan};
 use crate::pool::Next;
 use crate::reproduce;
 use crate::runtime::{Program, RunConfig, RunResult};
-use crate::sched::rff::{Corpus, RfPair};
+use crate::sched::rff::{Corpus, Feedback};
 use crate::target::Target;
 use crate::{paths, trace};
 use anyhow::{bail, Context, Result};
@@ -472,7 +472,7 @@ impl Campaign<'_> {
 struct Closer<'h> {
     hub: Option<&'h Hub>,
     seed: u64,
-    feedback: Option<Vec<RfPair>>,
+    feedback: Option<Feedback>,
 }
 
 impl Drop for Closer<'_> {

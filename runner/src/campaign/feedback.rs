@@ -11,7 +11,7 @@
 //! the wait always ends; with many more seeds per generation than workers
 //! it is short.
 
-use crate::sched::rff::{Corpus, RfPair};
+use crate::sched::rff::{Corpus, Feedback};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -36,7 +36,7 @@ struct State {
     /// The first seed not merged yet.
     next: u64,
     /// Closed seeds at or after `next`: their pairs (None: skipped).
-    closed: BTreeMap<u64, Option<Vec<RfPair>>>,
+    closed: BTreeMap<u64, Option<Feedback>>,
 }
 
 impl Hub {
@@ -72,10 +72,10 @@ impl Hub {
         st.boundary.clone()
     }
 
-    /// `seed` is done: `pairs` is its run's feedback (None: it did not run).
-    pub fn close(&self, seed: u64, pairs: Option<Vec<RfPair>>) {
+    /// `seed` is done: `feedback` is its run's (None: it did not run).
+    pub fn close(&self, seed: u64, feedback: Option<Feedback>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.closed.insert(seed, pairs);
+        st.closed.insert(seed, feedback);
         let mut advanced = false;
         while let Some(pairs) = {
             let next = st.next;
@@ -99,6 +99,14 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::rff::RfPair;
+
+    fn pairs(p: &[RfPair]) -> Feedback {
+        Feedback {
+            pairs: p.to_vec(),
+            constraints: Vec::new(),
+        }
+    }
 
     /// Whatever the order seeds close in, a run sees the feedback of every
     /// seed before its generation and nothing else.
@@ -116,7 +124,7 @@ mod tests {
                     if i % 7 == 0 {
                         None
                     } else {
-                        Some(vec![(1, i as u32)])
+                        Some(pairs(&[(1, i as u32)]))
                     },
                 );
             }
@@ -126,7 +134,7 @@ mod tests {
         let hub = Hub::new(0);
         assert_eq!(hub.corpus_for(g - 1).runs, 0);
         for s in 0..g + 5 {
-            hub.close(s, Some(vec![(2, 3)]));
+            hub.close(s, Some(pairs(&[(2, 3)])));
         }
         // Seeds g..g+5 merged already; a run of generation 1 still sees g runs.
         assert_eq!(hub.corpus_for(g + 10).runs, g);
@@ -141,7 +149,7 @@ mod tests {
             std::thread::spawn(move || hub.corpus_for(GENERATION).runs)
         };
         for s in (0..GENERATION).rev() {
-            hub.close(s, Some(Vec::new()));
+            hub.close(s, Some(Feedback::default()));
         }
         assert_eq!(waiter.join().unwrap(), GENERATION);
     }

@@ -155,7 +155,7 @@ pub struct RunResult {
     pub strategy: String,
     /// What the run showed its strategy, for the corpus of later runs
     /// ([`sched::Strategy::take_feedback`]; empty for most strategies).
-    pub feedback: Vec<sched::rff::RfPair>,
+    pub feedback: sched::rff::Feedback,
     /// The decisions made, in order (the schedule).
     pub decisions: Vec<Decision>,
     /// The events recorded (when the configuration asks for them).
@@ -642,7 +642,7 @@ impl Program {
         Ok(RunResult {
             verdict,
             strategy,
-            feedback: Vec::new(),
+            feedback: Default::default(),
             decisions: std::mem::take(&mut st.sched.decisions),
             events: std::mem::take(&mut st.events),
             labels: std::mem::take(&mut st.labels),

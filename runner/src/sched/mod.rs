@@ -211,8 +211,8 @@ pub trait Strategy: Send {
     fn learn_from(&mut self, _corpus: std::sync::Arc<rff::Corpus>) {}
     /// What this run showed, for the corpus of later runs (the reads-from
     /// pairs of [`rff`]); called once when the run ends.
-    fn take_feedback(&mut self) -> Vec<rff::RfPair> {
-        Vec::new()
+    fn take_feedback(&mut self) -> rff::Feedback {
+        rff::Feedback::default()
     }
 }
 

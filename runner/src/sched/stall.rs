@@ -77,7 +77,7 @@ impl Strategy for Stall {
     fn learn_from(&mut self, corpus: std::sync::Arc<super::rff::Corpus>) {
         self.inner.learn_from(corpus)
     }
-    fn take_feedback(&mut self) -> Vec<super::rff::RfPair> {
+    fn take_feedback(&mut self) -> super::rff::Feedback {
         self.inner.take_feedback()
     }
     fn max_stall_ns(&self) -> u64 {
