@@ -361,11 +361,8 @@ pub struct Tried {
 }
 
 /// The plan that triggered the bug, with its run.
+/// Its plan is the last one tried ([`HuntReport::tried`]).
 pub struct Found {
-    /// The plan tried.
-    pub tried: usize,
-    /// The candidate.
-    pub candidate: Candidate,
     /// The plan file written (`heddle plan` reruns it).
     pub plan_file: PathBuf,
     /// The triggering run.
@@ -492,16 +489,12 @@ impl Hunt<'_> {
             if let Some(run) = hit {
                 let plan_file = self.out.join(format!("{name}.toml"));
                 write_plan(&plan_file, &tried.candidate.file)?;
-                report.found = Some(Found {
-                    tried: i + 1,
-                    candidate: tried.candidate.clone(),
-                    plan_file,
-                    run,
-                });
-                report.tried.push(tried);
-                break;
+                report.found = Some(Found { plan_file, run });
             }
             report.tried.push(tried);
+            if report.found.is_some() {
+                break;
+            }
         }
         Ok(report)
     }

@@ -365,15 +365,15 @@ pub fn hunt_cmd(a: HuntArgs) -> Result<i32> {
             a.observe
         )?;
     }
-    if let Some(f) = &report.found {
+    if let (Some(f), Some(tried)) = (&report.found, report.tried.last()) {
         writeln!(
             out,
             "plan {} of {} triggered the bug: {}",
-            f.tried,
+            tried.index,
             report.candidates,
-            f.candidate.text()
+            tried.candidate.text()
         )?;
-        if let Some(h) = &f.candidate.file.hypothesis {
+        if let Some(h) = &tried.candidate.file.hypothesis {
             writeln!(out, "  hypothesis: {h}")?;
         }
         writeln!(
