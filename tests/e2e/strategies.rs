@@ -417,6 +417,39 @@ fn compare_covers_every_bundled_target() {
     }
 }
 
+/// `heddle fuzz targets/NAME.c --out DIR` with the default portfolio on one
+/// job: it fails with `kind` within `runs` runs, and its replay file
+/// reproduces the run. Returns the output and the replay file.
+fn default_fuzz_finds(
+    dir: &std::path::Path,
+    name: &str,
+    runs: u32,
+    kind: &str,
+) -> (String, std::path::PathBuf) {
+    let out = heddle_out(&[
+        "fuzz",
+        &format!("targets/{name}.c"),
+        "--runs",
+        &runs.to_string(),
+        "--jobs",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(kind), "{stdout}");
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .expect("a replay file")
+        .to_string();
+    let again = heddle_out(&["replay", &replay]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("replay reproduced the recorded run"));
+    (stdout, replay.into())
+}
+
 /// Time as a choice: a window guarded by `usleep(500)` is never opened by a
 /// strategy that lets time pass only with the program's steps, and is opened
 /// by the same strategy with `+stall`; the stall is a recorded value decision,
@@ -477,32 +510,13 @@ fn stalls_open_windows_guarded_by_sleeps_and_replay() {
     // The CLI end to end: the default portfolio finds it, the replay file
     // reproduces it.
     let dir = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
-        "targets/sleep_teardown.c",
-        "--runs",
-        "200",
-        "--jobs",
-        "1",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("use-after-free"), "{stdout}");
-    let replay = stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
-        .expect("a replay file");
-    let file = ReplayFile::load(std::path::Path::new(replay)).unwrap();
+    let (_, replay) = default_fuzz_finds(dir.path(), "sleep_teardown", 200, "use-after-free");
+    let file = ReplayFile::load(&replay).unwrap();
     assert!(
         file.run.strategy.ends_with("+stall"),
         "{}",
         file.run.strategy
     );
-    let again = heddle_out(&["replay", replay]);
-    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
-    assert!(text(&again.stdout).contains("replay reproduced the recorded run"));
     // Sleeps 20 ms apart keep their order under every stalling strategy.
     let tw = entry("timed_wait");
     let p = program(&tw.source, false, Granularity::All);
@@ -561,19 +575,7 @@ fn site_priorities_find_bugs_among_100_threads() {
 #[test]
 fn the_default_portfolio_catches_a_three_lock_cycle() {
     let dir = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
-        "targets/ring_deadlock.c",
-        "--runs",
-        "300",
-        "--jobs",
-        "1",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("deadlock"), "{stdout}");
+    let (stdout, _) = default_fuzz_finds(dir.path(), "ring_deadlock", 300, "deadlock");
     assert!(
         stdout.contains("strategy sites:3+stall,pos+stall,surw+stall,random+stall:"),
         "the portfolio is named: {stdout}"
