@@ -1041,3 +1041,67 @@ fn color_follows_the_flag_and_the_environment() {
     let e = heddle_out(&["replay", "/nonexistent.toml", "--color", "sometimes"]);
     assert_usage_error(&e, "sometimes");
 }
+
+/// A run on reused instances (reset globals, memory restored from the
+/// post-start image, instances of finished threads taken by later threads)
+/// is the same run, byte for byte, as one where every guest thread gets a
+/// fresh instance: every field of the result, events recorded or not, for
+/// every bundled target (buggy and fixed), with traps, hangs and runs that
+/// end with threads suspended.
+#[test]
+fn reused_instances_change_nothing() {
+    let m = manifest();
+    let mut jobs: Vec<(String, Vec<String>, bool, &str, u64)> = Vec::new();
+    for e in &m.targets {
+        let seeds = if e.large { 4 } else { 25 };
+        for fixed in [false, true] {
+            for s in ["random", "sites:3+stall", "pos"] {
+                jobs.push((e.source.clone(), e.args.clone(), fixed, s, seeds));
+            }
+        }
+    }
+    jobs.push((
+        "../tests/programs/core_trap_or_hang.c".into(),
+        Vec::new(),
+        false,
+        "random",
+        60,
+    ));
+    par_map(&jobs, |(source, args, fixed, strategy, seeds)| {
+        let bytes = match source.strip_prefix("../") {
+            Some(path) => std::fs::read(build(path, &[])).unwrap(),
+            None => target_module(source, *fixed),
+        };
+        let cfg = heddle::instrument::Config::default();
+        let reused = Program::new(&bytes, &cfg).expect("program");
+        let mut fresh = Program::new(&bytes, &cfg).expect("program");
+        fresh.set_instance_reuse(false);
+        assert!(reused.reuses_instances(), "{source}: instances not reused");
+        assert!(!fresh.reuses_instances());
+        let base = calibrated(
+            &reused,
+            RunConfig {
+                args: args.clone(),
+                strategy: strategy.to_string(),
+                max_steps: 50_000,
+                ..RunConfig::default()
+            },
+        );
+        for seed in 0..*seeds {
+            for record_events in [false, true] {
+                let cfg = RunConfig {
+                    seed,
+                    record_events,
+                    ..base.clone()
+                };
+                let a = format!("{:?}", run(&reused, &cfg));
+                let b = format!("{:?}", run(&fresh, &cfg));
+                assert!(
+                    a == b,
+                    "{source} {args:?} fixed={fixed} {strategy} seed {seed} events={record_events}: \
+                     reused and fresh instances differ\nreused: {a}\nfresh:  {b}"
+                );
+            }
+        }
+    });
+}

@@ -50,6 +50,7 @@ pub mod dwarf;
 pub mod fnptr;
 pub mod interface;
 pub mod modinfo;
+pub mod reuse;
 pub mod rewrite;
 pub mod sites;
 pub mod stack;
@@ -67,7 +68,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 16;
+pub const INSTRUMENTER_VERSION: u32 = 17;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -323,6 +324,7 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         data_start: out.data_start,
         memcheck: cfg.memcheck(),
         symbols,
+        reuse_blocker: reuse::blocker(bytes)?,
     };
     Ok(Instrumented {
         module: out.module,

@@ -481,6 +481,8 @@ struct ModuleFacts {
     start: Option<u32>,
     num_types: u32,
     num_globals: u32,
+    /// Indices of the mutable globals the module defines.
+    mutable_globals: Vec<u32>,
     has_table: bool,
     imports_thread_exit: bool,
     /// Parameter and result types of each type index.
@@ -508,6 +510,7 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
         start: None,
         num_types: 0,
         num_globals: 0,
+        mutable_globals: Vec::new(),
         has_table: false,
         imports_thread_exit: false,
         types: Vec::new(),
@@ -559,7 +562,14 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
                 }
             }
             Payload::TableSection(r) => f.has_table |= r.count() > 0,
-            Payload::GlobalSection(r) => f.num_globals += r.count(),
+            Payload::GlobalSection(r) => {
+                for g in r {
+                    if g?.ty.mutable {
+                        f.mutable_globals.push(f.num_globals);
+                    }
+                    f.num_globals += 1;
+                }
+            }
             Payload::StartSection { func, .. } => f.start = Some(func),
             Payload::ExportSection(r) => {
                 for e in r {
@@ -944,6 +954,16 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         if facts.has_table {
             exports.export(EXPORT_TABLE, ExportKind::Table, start_table);
         }
+        // Every mutable global, so that the runtime can reset an instance
+        // for reuse (see `reuse`).
+        let added = [budget_global, budget_global + 1];
+        for &g in facts.mutable_globals.iter().chain(&added) {
+            exports.export(
+                &format!("{}{g}", super::reuse::GLOBAL_PREFIX),
+                ExportKind::Global,
+                g,
+            );
+        }
     };
 
     let mut code: Option<CodeSection> = None;
@@ -1046,7 +1066,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 for e in r {
                     let e = e?;
                     let name = e.name;
-                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE].contains(&name) {
+                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE].contains(&name)
+                        || name.starts_with(super::reuse::GLOBAL_PREFIX)
+                    {
                         continue;
                     }
                     let idx = match e.kind {

@@ -217,6 +217,10 @@ pub struct SiteTable {
     /// for resolving `var == v` in plans and naming addresses in reports.
     #[serde(default)]
     pub symbols: Vec<Symbol>,
+    /// Why an instance of the module cannot be reset and reused by later
+    /// runs ([`crate::reuse::blocker`]); `None` when it can.
+    #[serde(default)]
+    pub reuse_blocker: Option<String>,
 }
 
 /// A named object in linear memory.

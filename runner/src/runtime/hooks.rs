@@ -44,7 +44,7 @@ impl Future for Turn {
     type Output = Result<(), RunEnd>;
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let st = self.run.get();
-        if st.ended() {
+        if st.ended() || st.closed {
             Poll::Ready(Err(RunEnd))
         } else if st.current == self.tid {
             Poll::Ready(Ok(()))
@@ -418,7 +418,12 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |mut caller: Caller<'_, ThreadCtx>, (site,): (u32,)| {
             Box::new(async move {
                 if !caller.data().started {
-                    return new_slice(&mut caller);
+                    // The start function: no slice, no draw from the run's
+                    // budget stream (a reused instance does not run it).
+                    if let Some(g) = caller.data().budget {
+                        g.set(&mut caller, Val::I32(i32::MAX))?;
+                    }
+                    return Ok(());
                 }
                 reconcile(&mut caller)?;
                 let p = Pending {

@@ -43,8 +43,15 @@ pub use wasi::Grant;
 /// Most guest threads a run may create.
 pub const MAX_THREADS: usize = 4096;
 
-/// Recycled memories kept per program.
-const MAX_SPARE_MEMORIES: usize = 64;
+/// Slots (a memory and its idle instances) kept per program.
+const MAX_SPARE_SLOTS: usize = 64;
+
+/// Idle guest-thread instances kept for later runs, across every program
+/// of the process: they hold slots of the engine's pool ([`POOL_SLOTS`]).
+const MAX_IDLE_INSTANCES: usize = 2_048;
+
+/// Idle instances kept now (see [`MAX_IDLE_INSTANCES`]).
+static IDLE_INSTANCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Guest threads that may exist at once across all runs of one program.
 const POOL_SLOTS: u32 = 8_192;
@@ -64,6 +71,22 @@ pub(crate) struct ThreadCtx {
     pub table: Option<Table>,
     /// False while the instance's start function runs.
     pub started: bool,
+}
+
+impl ThreadCtx {
+    /// Store data that belongs to no run (a store used only to link).
+    fn detached() -> Result<ThreadCtx> {
+        Ok(ThreadCtx {
+            tid: 0,
+            run: RunCell::detached(),
+            wasi: wasi::context("", &[], &[], &[], &wasi::Output::default())?,
+            budget: None,
+            skip: None,
+            sp: None,
+            table: None,
+            started: false,
+        })
+    }
 }
 
 /// Everything that determines a run besides the module.
@@ -231,10 +254,15 @@ pub struct Program {
     engine: Engine,
     module: Module,
     linker: Linker<ThreadCtx>,
-    /// Linkers ready for a run (each run redefines `env.memory` in one).
-    spare_linkers: Mutex<Vec<Linker<ThreadCtx>>>,
-    /// Zeroed memories of finished runs.
-    spare_memories: Mutex<Vec<SharedMemory>>,
+    /// Memories and instances of finished runs, reset for the next.
+    spare_slots: Mutex<Vec<Slot>>,
+    /// Whether guest-thread instances are reset and reused
+    /// ([`Program::set_instance_reuse`]).
+    reuse: bool,
+    /// The memory right after the first instance's start function ran on a
+    /// zeroed memory (what every run starts from), up to its last non-zero
+    /// byte.
+    image: std::sync::OnceLock<Vec<u8>>,
     /// The instrumented sites, symbolized.
     pub sites: Arc<SiteTable>,
     site_info: Arc<[instrument::SiteInfo]>,
@@ -326,8 +354,9 @@ impl Program {
             engine,
             module,
             linker,
-            spare_linkers: Mutex::new(Vec::new()),
-            spare_memories: Mutex::new(Vec::new()),
+            spare_slots: Mutex::new(Vec::new()),
+            reuse: inst.sites.reuse_blocker.is_none(),
+            image: std::sync::OnceLock::new(),
             site_info: inst.sites.compact().into(),
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
@@ -382,35 +411,68 @@ impl Program {
         out
     }
 
-    /// A zeroed shared memory for a run: a recycled one, or a new one.
-    fn take_memory(&self) -> Result<SharedMemory> {
-        if let Some(m) = self
-            .spare_memories
+    /// Whether guest-thread instances are reset and reused by later
+    /// threads and runs (the default, when the module allows it: see
+    /// `instrument::reuse`); off, every guest thread gets a fresh instance.
+    /// A run is the same either way (tested byte for byte).
+    pub fn set_instance_reuse(&mut self, on: bool) {
+        self.reuse = on && self.sites.reuse_blocker.is_none();
+        self.spare_slots
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Whether instances are reused ([`Program::set_instance_reuse`]).
+    pub fn reuses_instances(&self) -> bool {
+        self.reuse
+    }
+
+    /// A slot for a run: a recycled one, or a new memory (zeroed) linked
+    /// to the module.
+    fn take_slot(&self) -> Result<Slot> {
+        if let Some(slot) = self
+            .spare_slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()
         {
-            return Ok(m);
+            return Ok(slot);
         }
-        SharedMemory::new(
+        let memory = SharedMemory::new(
             &self.engine,
             wasmtime::MemoryType::shared(self.mem_pages.0, self.mem_pages.1),
         )
-        .map_err(|e| anyhow!("cannot create shared memory: {e}"))
+        .map_err(|e| anyhow!("cannot create shared memory: {e}"))?;
+        let mut linker = self.linker.clone();
+        let store = Store::new(&self.engine, ThreadCtx::detached()?);
+        linker
+            .define(&store, "env", "memory", memory.clone())
+            .map_err(|e| anyhow!("cannot provide env.memory: {e}"))?;
+        drop(store);
+        let pre = linker
+            .instantiate_pre(&self.module)
+            .map_err(|e| anyhow!("cannot link the module: {e}"))?;
+        Ok(Slot {
+            memory,
+            pre,
+            pristine: true,
+            idle: Vec::new(),
+        })
     }
 
-    /// Clears the first `pages` pages (everything the run could have
-    /// touched) and keeps the memory for the next run.
-    fn recycle_memory(&self, memory: SharedMemory, pages: u32) {
-        // SAFETY: the run is over: no guest thread of it exists any more, and
-        // this memory is not shared with any other run.
-        unsafe { memory::GuestMemory::serialized(memory.data()) }.zero((pages as usize) << 16);
-        let mut spare = self
-            .spare_memories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if spare.len() < MAX_SPARE_MEMORIES {
-            spare.push(memory);
+    /// Resets the slot of a finished run (its memory as the next run
+    /// starts: the image, or zeros) and keeps it.
+    fn return_slot(&self, mut slot: Slot, pages: u32) {
+        let image = self.image.get().filter(|_| self.reuse);
+        // SAFETY: the run is over: no guest thread of it runs any more, and
+        // this memory belongs to no other run.
+        let mem = unsafe { memory::GuestMemory::serialized(slot.memory.data()) };
+        mem.reset(image.map_or(&[][..], |i| &i[..]), (pages as usize) << 16);
+        slot.pristine = image.is_none();
+        let mut spare = self.spare_slots.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < MAX_SPARE_SLOTS {
+            spare.push(slot);
         }
     }
 
@@ -457,7 +519,8 @@ impl Program {
         strategy: Box<dyn Strategy>,
     ) -> Result<RunResult> {
         let spec = strategy.spec();
-        let memory = self.take_memory()?;
+        let slot = self.take_slot()?;
+        let memory = slot.memory.clone();
         let limits = Limits {
             max_steps: cfg.max_steps,
             max_time_ns: cfg.max_time_ns,
@@ -488,32 +551,21 @@ impl Program {
         let output = wasi::Output::default();
         let wasi = wasi::context("target", &cfg.args, &cfg.env, &cfg.grants, &output)?;
 
-        let linker = self
-            .spare_linkers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_else(|| self.linker.clone());
         let mut exec = Executor {
             program: self,
             run: run.clone(),
             wasi,
-            linker: Some(linker),
-            pre: None,
+            slot,
             threads: Vec::new(),
         };
-        let early = exec.start(memory.clone());
-        if let Err(e) = early {
-            drop(exec);
-            return Err(e);
-        }
+        exec.start()?;
         let end = exec.drive();
-        drop(exec);
+        let slot = exec.close();
         let mut st = run
-            .into_inner()
-            .ok_or_else(|| crate::internal!("run state still shared"))?;
+            .take()
+            .ok_or_else(|| crate::internal!("run state taken twice"))?;
         if let Some(failure) = st.sched.strategy.failure() {
-            self.recycle_memory(memory, st.mem_high);
+            self.return_slot(slot, st.mem_high);
             return Err(sched::StrategyFailed(failure).into());
         }
         let (stdout, stderr) = output.take();
@@ -538,7 +590,7 @@ impl Program {
         let mut r = self.finish(st, end, stdout, stderr, spec, cfg)?;
         r.observed = observed;
         r.feedback = feedback;
-        self.recycle_memory(memory, used);
+        self.return_slot(slot, used);
         Ok(r)
     }
 
@@ -857,18 +909,66 @@ enum Ended {
     },
 }
 
-type ThreadFuture<'a> = Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send + 'a>>;
+/// A guest thread's call; it gives its instance back when it returns.
+type ThreadFuture = Pin<Box<dyn Future<Output = (Worker, wasmtime::Result<()>)> + Send>>;
+
+/// A memory and what is linked to it, kept from run to run: the module
+/// linked against the memory and the instances of finished guest threads.
+struct Slot {
+    memory: SharedMemory,
+    pre: wasmtime::InstancePre<ThreadCtx>,
+    /// The memory is all zeros (no instance's start function ran on it).
+    pristine: bool,
+    /// Instances of finished guest threads, ready to be reset and reused.
+    idle: Vec<Worker>,
+}
+
+impl Slot {
+    /// Keeps `w` for a later thread, within the process-wide limit.
+    fn keep(&mut self, w: Worker) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if IDLE_INSTANCES.fetch_add(1, Relaxed) < MAX_IDLE_INSTANCES {
+            self.idle.push(w);
+        } else {
+            IDLE_INSTANCES.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// An idle instance, if there is one.
+    fn reuse(&mut self) -> Option<Worker> {
+        let w = self.idle.pop()?;
+        IDLE_INSTANCES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        Some(w)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        IDLE_INSTANCES.fetch_sub(self.idle.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A guest thread's store and instance. Its state outside the shared
+/// memory is its mutable globals (the rewriter exports them all; tables and
+/// segments do not change after instantiation, `instrument::reuse`), so
+/// putting the globals back makes it a fresh instance again.
+struct Worker {
+    store: Store<ThreadCtx>,
+    instance: wasmtime::Instance,
+    /// `_start` and `wasi_thread_start`, when they have the expected types.
+    main: Option<TypedFunc<(), ()>>,
+    entry: Option<TypedFunc<(i32, i32), ()>>,
+    /// Every mutable global with its value right after instantiation.
+    globals: Vec<(Global, wasmtime::Val)>,
+}
 
 struct Executor<'p> {
     program: &'p Program,
     run: Arc<RunCell>,
     wasi: WasiCtx,
-    /// This run's linker (returned to the program's spares afterwards).
-    linker: Option<Linker<ThreadCtx>>,
-    /// Imports resolved once per run, for every thread's instance.
-    pre: Option<wasmtime::InstancePre<ThreadCtx>>,
+    slot: Slot,
     /// Per tid: the thread's running future (None before start / after end).
-    threads: Vec<Option<ThreadFuture<'static>>>,
+    threads: Vec<Option<ThreadFuture>>,
 }
 
 /// Polls a future that is expected to complete without suspending.
@@ -883,8 +983,38 @@ fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 impl Executor<'_> {
-    fn new_store(&self, tid: Tid) -> Store<ThreadCtx> {
-        Store::new(
+    /// An instance for thread `tid`: an idle one reset, or a new one.
+    fn worker(&mut self, tid: Tid) -> Result<Worker> {
+        let reused = if self.program.reuse {
+            self.slot.reuse()
+        } else {
+            None
+        };
+        let mut w = match reused {
+            Some(mut w) => {
+                for (g, v) in &w.globals {
+                    g.set(&mut w.store, *v)
+                        .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
+                }
+                let d = w.store.data_mut();
+                d.tid = tid;
+                d.run = self.run.clone();
+                d.wasi = self.wasi.clone();
+                w
+            }
+            None => self.instantiate(tid)?,
+        };
+        if let Some(g) = w.store.data().budget {
+            let b = self.run.get().next_budget();
+            g.set(&mut w.store, wasmtime::Val::I32(b))
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+        Ok(w)
+    }
+
+    /// Instantiates the module in a fresh store for `tid`.
+    fn instantiate(&mut self, tid: Tid) -> Result<Worker> {
+        let mut store = Store::new(
             &self.program.engine,
             ThreadCtx {
                 tid,
@@ -896,76 +1026,104 @@ impl Executor<'_> {
                 table: None,
                 started: false,
             },
-        )
-    }
-
-    /// Instantiates the module in a fresh store for `tid`.
-    fn instantiate(&self, tid: Tid) -> Result<(Store<ThreadCtx>, wasmtime::Instance)> {
-        let mut store = self.new_store(tid);
-        let pre = self.pre.as_ref().expect("instance pre");
-        let instance = block_on(pre.instantiate_async(&mut store))
+        );
+        let instance = block_on(self.slot.pre.instantiate_async(&mut store))
             .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
+        if tid == 0 && self.slot.pristine && self.program.reuse {
+            // SAFETY: no guest thread of this run has started yet.
+            let mem = unsafe { memory::GuestMemory::serialized(self.slot.memory.data()) };
+            self.program
+                .image
+                .get_or_init(|| mem.image((self.program.mem_pages.0 as usize) << 16));
+            self.slot.pristine = false;
+        }
+        let globals: Vec<Global> = instance
+            .exports(&mut store)
+            .filter(|e| e.name().starts_with(instrument::reuse::GLOBAL_PREFIX))
+            .filter_map(|e| e.into_global())
+            .collect();
+        let globals = globals
+            .into_iter()
+            .map(|g| (g, g.get(&mut store)))
+            .collect();
         let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
+        let main = instance.get_typed_func(&mut store, "_start").ok();
+        let entry = instance
+            .get_typed_func(&mut store, "wasi_thread_start")
+            .ok();
         let data = store.data_mut();
         data.budget = budget;
         data.skip = skip;
         data.sp = sp;
         data.table = table;
         data.started = true;
-        if let Some(g) = budget {
-            let b = self.run.get().next_budget();
-            g.set(&mut store, wasmtime::Val::I32(b))
-                .map_err(|e| anyhow!("{e}"))?;
+        Ok(Worker {
+            store,
+            instance,
+            main,
+            entry,
+            globals,
+        })
+    }
+
+    /// Keeps the instance of a thread that ended for later threads.
+    fn release(&mut self, w: Worker) {
+        if self.program.reuse {
+            self.slot.keep(w);
         }
-        Ok((store, instance))
     }
 
     /// Creates the main thread. Errors here are setup errors, not verdicts.
-    fn start(&mut self, memory: SharedMemory) -> Result<()> {
-        let store = self.new_store(0);
-        let linker = self.linker.as_mut().expect("linker");
-        linker
-            .define(&store, "env", "memory", memory)
-            .map_err(|e| anyhow!("cannot provide env.memory: {e}"))?;
-        drop(store);
-        self.pre = Some(
-            linker
-                .instantiate_pre(&self.program.module)
-                .map_err(|e| anyhow!("cannot link the module: {e}"))?,
-        );
-        let (mut store, instance) = self.instantiate(0)?;
-        let start: TypedFunc<(), ()> = instance
-            .get_typed_func(&mut store, "_start")
-            .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
+    fn start(&mut self) -> Result<()> {
+        let mut w = self.worker(0)?;
+        let start = match w.main.clone() {
+            Some(f) => f,
+            None => {
+                let e = w
+                    .instance
+                    .get_typed_func::<(), ()>(&mut w.store, "_start")
+                    .err()
+                    .map_or_else(String::new, |e| e.to_string());
+                bail!("module's `_start` is not a function of no arguments: {e}");
+            }
+        };
         self.threads.push(Some(Box::pin(async move {
-            let r = start.call_async(&mut store, ()).await;
-            r.and(settle_skips(&mut store))
+            let r = start.call_async(&mut w.store, ()).await;
+            let r = r.and(settle_skips(&mut w.store));
+            (w, r)
         })));
         Ok(())
     }
 
     fn start_thread(&mut self, tid: Tid) -> Result<(), Ended> {
         let start_arg = self.run.get().threads[tid as usize].start_arg;
-        let (mut store, instance) = match self.instantiate(tid) {
+        let mut w = match self.worker(tid) {
             Ok(x) => x,
             Err(e) => return Err(self.setup_trap(tid, e)),
         };
-        let entry: TypedFunc<(i32, i32), ()> =
-            match instance.get_typed_func(&mut store, "wasi_thread_start") {
-                Ok(f) => f,
-                Err(e) => return Err(self.setup_trap(tid, anyhow!("{e}"))),
-            };
+        let entry = match w.entry.clone() {
+            Some(f) => f,
+            None => {
+                let e = w
+                    .instance
+                    .get_typed_func::<(i32, i32), ()>(&mut w.store, "wasi_thread_start")
+                    .err()
+                    .map_or_else(String::new, |e| e.to_string());
+                return Err(self.setup_trap(tid, anyhow!("{e}")));
+            }
+        };
         while self.threads.len() <= tid as usize {
             self.threads.push(None);
         }
         self.threads[tid as usize] = Some(Box::pin(async move {
             let r = entry
-                .call_async(&mut store, (tid as i32, start_arg as i32))
+                .call_async(&mut w.store, (tid as i32, start_arg as i32))
                 .await;
-            r.and(settle_skips(&mut store))
+            let r = r.and(settle_skips(&mut w.store));
+            (w, r)
         }));
         Ok(())
     }
@@ -1024,14 +1182,34 @@ impl Executor<'_> {
                         spurious = 0;
                     }
                 }
-                Poll::Ready(r) => {
+                Poll::Ready((w, r)) => {
                     self.threads[cur as usize] = None;
+                    self.release(w);
                     if let Some(end) = self.thread_ended(cur, r) {
                         return end;
                     }
                 }
             }
         }
+    }
+
+    /// After the run: the threads still suspended return (their pending
+    /// host call fails, so their wasm unwinds without running), in tid
+    /// order, and give their instances back. Nothing here changes what the
+    /// run reports. Returns the slot.
+    fn close(mut self) -> Slot {
+        self.run.get().closed = true;
+        let mut cx = Context::from_waker(Waker::noop());
+        for t in std::mem::take(&mut self.threads).into_iter().flatten() {
+            let mut t = t;
+            for _ in 0..4 {
+                if let Poll::Ready((w, _)) = t.as_mut().poll(&mut cx) {
+                    self.release(w);
+                    break;
+                }
+            }
+        }
+        self.slot
     }
 
     /// Handles a thread's future completing. Returns `Some` when the run ends.
@@ -1096,24 +1274,6 @@ impl Executor<'_> {
     }
 }
 
-impl Drop for Executor<'_> {
-    fn drop(&mut self) {
-        // Suspended fibers are unwound (wasmtime resumes them with an error)
-        // in tid order, deterministically.
-        for t in self.threads.iter_mut() {
-            t.take();
-        }
-        self.pre = None;
-        if let Some(l) = self.linker.take() {
-            self.program
-                .spare_linkers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(l);
-        }
-    }
-}
-
 /// Accounts for the yield points the thread of `cx` skipped since its last
 /// host call (the fast path) and takes its unused skips back, so that the
 /// step count and clock are the same as with every yield point seen. Called
@@ -1127,7 +1287,7 @@ fn settle_skips(mut cx: impl AsContextMut<Data = ThreadCtx>) -> wasmtime::Result
     };
     let g = {
         let mut st = run.get();
-        if st.granted == 0 || st.current != tid {
+        if st.granted == 0 || st.current != tid || st.closed {
             return Ok(());
         }
         match skip {

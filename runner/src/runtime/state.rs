@@ -415,6 +415,9 @@ pub struct RunState {
     timers: BTreeSet<(u64, Tid)>,
     pub sched: Scheduler,
     pub outcome: Option<Outcome>,
+    /// The run is over and its suspended threads are being unwound
+    /// (`Executor::close`): their pending host calls fail.
+    pub closed: bool,
     pub memory: SharedMemory,
     pub sites: Arc<SiteTable>,
     /// `sites` packed for the hot path.
@@ -501,6 +504,7 @@ impl RunState {
             timers: BTreeSet::new(),
             sched,
             outcome: None,
+            closed: false,
             memory,
             sites,
             info,
@@ -1222,7 +1226,10 @@ impl RunState {
 
 /// The cell shared by the stores of one run.
 pub struct RunCell {
-    state: RefCell<RunState>,
+    /// None once the run is over and its state was taken
+    /// ([`RunCell::take`]); guest instances kept for later runs may still
+    /// point here, but no guest code of this run runs any more.
+    state: RefCell<Option<RunState>>,
     #[cfg(debug_assertions)]
     owner: std::thread::ThreadId,
 }
@@ -1237,7 +1244,7 @@ unsafe impl Sync for RunCell {}
 impl RunCell {
     pub fn new(state: RunState) -> Arc<RunCell> {
         Arc::new(RunCell {
-            state: RefCell::new(state),
+            state: RefCell::new(Some(state)),
             #[cfg(debug_assertions)]
             owner: std::thread::current().id(),
         })
@@ -1251,10 +1258,22 @@ impl RunCell {
             std::thread::current().id(),
             "run state used from another OS thread"
         );
-        self.state.borrow_mut()
+        RefMut::map(self.state.borrow_mut(), |s| {
+            s.as_mut().expect("run state used after the run")
+        })
     }
 
-    pub fn into_inner(self: Arc<Self>) -> Option<RunState> {
-        Arc::try_unwrap(self).ok().map(|c| c.state.into_inner())
+    /// A cell with no run in it.
+    pub fn detached() -> Arc<RunCell> {
+        Arc::new(RunCell {
+            state: RefCell::new(None),
+            #[cfg(debug_assertions)]
+            owner: std::thread::current().id(),
+        })
+    }
+
+    /// The run's state, once the run is over.
+    pub fn take(&self) -> Option<RunState> {
+        self.state.borrow_mut().take()
     }
 }
