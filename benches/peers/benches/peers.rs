@@ -1,0 +1,225 @@
+//! heddle against shuttle on the same four programs, side by side in one
+//! invocation: `cargo bench -p heddle-peers --bench peers` (or
+//! `benches/peers.sh`, which writes the table into `benches/RESULTS.md`).
+//!
+//! heddle runs each C source as `heddle fuzz --strategy random --jobs 1` (its
+//! own runs/s figure, which leaves out process start and compilation);
+//! shuttle runs the Rust port under `RandomScheduler` on this thread. Both use
+//! one core. Each program gets `PEERS_ROUNDS` rounds (default 5); a round
+//! measures both tools for about `PEERS_SECS` seconds each (default 1),
+//! heddle first in even rounds and shuttle first in odd ones, so drifting
+//! machine load hits both alike. The table shows the median runs/s of each
+//! and the median of the per-round ratios.
+//!
+//! Environment: `HEDDLE` (the binary; default `<target dir>/release/heddle`,
+//! built with `cargo build --release -p heddle` if missing), `PEERS_ROUNDS`,
+//! `PEERS_SECS`, and `PEERS_WRITE=1` to rewrite the part of
+//! `benches/RESULTS.md` between the `peers:begin`/`peers:end` markers.
+
+#[path = "../shuttle_programs.rs"]
+mod shuttle_programs;
+
+use heddle_peers::{markdown_table, parse_fuzz_summary, replace_section, runs_for, Case, Row};
+use shuttle::scheduler::RandomScheduler;
+use shuttle::{Config, Runner};
+use shuttle_programs::CASES;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// A calibration run shorter than this fraction of the target time is too
+/// noisy to size the measurement from; it is repeated with more runs.
+const CALIBRATION_FRACTION: f64 = 0.25;
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The heddle binary: `$HEDDLE`, or the release build in the target
+/// directory cargo would use, built if it is not there.
+fn heddle_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HEDDLE") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let bin = target.join("release/heddle");
+    if !bin.is_file() {
+        eprintln!("building {}", bin.display());
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--release", "-p", "heddle"])
+            .current_dir(root())
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "cargo build --release -p heddle failed");
+        assert!(bin.is_file(), "no heddle binary at {}", bin.display());
+    }
+    bin
+}
+
+/// Runs heddle and shuttle on one case.
+struct Peers {
+    heddle: PathBuf,
+    out: PathBuf,
+}
+
+impl Peers {
+    /// `heddle fuzz` of `runs` seeds; heddle's runs/s. Panics unless every
+    /// run passed.
+    fn heddle(&self, case: &Case, runs: u64) -> f64 {
+        // A fresh campaign directory each time, so no state carries over.
+        let _ = std::fs::remove_dir_all(&self.out);
+        let mut cmd = Command::new(&self.heddle);
+        cmd.arg("fuzz").arg(root().join(case.source));
+        if case.fixed {
+            cmd.arg("--fixed");
+        }
+        cmd.args(["--quiet", "--runs", &runs.to_string()])
+            .args(["--jobs", "1", "--strategy", "random", "--out"])
+            .arg(&self.out)
+            .arg("--")
+            .args(case.args);
+        let o = cmd.output().expect("run heddle");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let summary = stdout.lines().next().and_then(parse_fuzz_summary);
+        match summary {
+            Some(s) if o.status.success() && s.failing == 0 && s.runs == runs => s.runs_per_sec,
+            _ => panic!(
+                "heddle fuzz on {} failed ({}):\n{stdout}{}",
+                case.name,
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        }
+    }
+
+    /// `iterations` shuttle executions under the random scheduler; runs/s.
+    fn shuttle(&self, case: &Case, iterations: u64) -> f64 {
+        let runner = Runner::new(RandomScheduler::new(iterations as usize), Config::new());
+        let start = Instant::now();
+        let done = runner.run(case.shuttle);
+        let secs = start.elapsed().as_secs_f64();
+        assert_eq!(done as u64, iterations, "{}", case.name);
+        done as f64 / secs
+    }
+}
+
+/// Runs needed for about `secs` with `measure` (runs → runs/s), starting
+/// small and growing until a run lasts long enough to trust its rate.
+fn calibrate(secs: f64, mut measure: impl FnMut(u64) -> f64) -> u64 {
+    let mut runs = 10;
+    loop {
+        let rate = measure(runs);
+        if runs as f64 / rate >= secs * CALIBRATION_FRACTION {
+            return runs_for(rate, secs);
+        }
+        runs = runs_for(rate, secs * CALIBRATION_FRACTION * 1.5).max(runs * 2);
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{cpu}, {cores} cores (nproc)")
+}
+
+fn today() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    let rounds: usize = env_or("PEERS_ROUNDS", 5).max(1);
+    let secs: f64 = env_or("PEERS_SECS", 1.0);
+    let peers = Peers {
+        heddle: heddle_binary(),
+        out: std::env::temp_dir().join(format!("heddle-peers-{}", std::process::id())),
+    };
+    let started = today();
+    let mut rows = Vec::new();
+    for case in &CASES {
+        // Warm-up: heddle compiles the source into its cache, shuttle
+        // allocates its continuation stacks.
+        peers.heddle(case, 10);
+        peers.shuttle(case, 10);
+        let heddle_runs = calibrate(secs, |n| peers.heddle(case, n));
+        let shuttle_runs = calibrate(secs, |n| peers.shuttle(case, n));
+        eprintln!(
+            "{}: {heddle_runs} heddle runs, {shuttle_runs} shuttle runs per measurement",
+            case.name
+        );
+        let mut row = Row {
+            program: case.name.to_string(),
+            heddle: Vec::new(),
+            shuttle: Vec::new(),
+        };
+        for round in 0..rounds {
+            let (h, s) = if round % 2 == 0 {
+                let h = peers.heddle(case, heddle_runs);
+                (h, peers.shuttle(case, shuttle_runs))
+            } else {
+                let s = peers.shuttle(case, shuttle_runs);
+                (peers.heddle(case, heddle_runs), s)
+            };
+            eprintln!(
+                "  round {}: heddle {h:.0} runs/s, shuttle {s:.0} runs/s, ratio {:.2}",
+                round + 1,
+                h / s
+            );
+            row.heddle.push(h);
+            row.shuttle.push(s);
+        }
+        rows.push(row);
+    }
+    let _ = std::fs::remove_dir_all(&peers.out);
+
+    let text = format!(
+        "Measured {started} on {} — {rounds} rounds of about {secs} s per tool per \
+         program, alternating which goes first; both on one core: heddle \
+         `fuzz --strategy random --jobs 1` with its defaults (granularity `all`, \
+         memory checker and race detector on; its own runs/s, without process \
+         start and compilation), shuttle 0.9 `RandomScheduler` on one thread \
+         (release build; it switches only at its sync and thread calls).\n\n{}",
+        machine(),
+        markdown_table(&rows)
+    );
+    println!("{text}");
+
+    if std::env::var("PEERS_WRITE").as_deref() == Ok("1") {
+        let path = root().join("benches/RESULTS.md");
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let new = replace_section(
+            &old,
+            "<!-- peers:begin -->",
+            "<!-- peers:end -->",
+            "## heddle vs shuttle (cargo bench -p heddle-peers)",
+            &text,
+        );
+        std::fs::write(&path, new).expect("write benches/RESULTS.md");
+        eprintln!("wrote {}", path.display());
+    }
+}
