@@ -257,9 +257,47 @@ impl Journal {
     }
 }
 
-/// Appends lines to a journal; shared by worker threads.
+/// Lines kept in memory before they are written: at most this many bytes…
+const FLUSH_BYTES: usize = 256 << 10;
+/// …or lines this old. A process killed with SIGKILL loses at most the
+/// runs of the last interval (the journal keeps whole lines; `--resume`
+/// reruns the seeds it lacks).
+const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Appends lines to a journal; shared by worker threads. Lines are
+/// buffered and written in batches (one `write` per batch, not per run);
+/// [`Writer::sync`] and dropping the writer write what is pending.
 pub struct Writer {
-    file: Mutex<File>,
+    inner: Mutex<Pending>,
+}
+
+struct Pending {
+    file: File,
+    buf: Vec<u8>,
+    /// When the oldest buffered line was added.
+    since: Option<std::time::Instant>,
+}
+
+impl Pending {
+    fn write_out(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            let r = self.file.write_all(&self.buf);
+            self.buf.clear();
+            self.since = None;
+            r.context("cannot write the campaign journal")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .write_out();
+    }
 }
 
 impl Writer {
@@ -290,28 +328,38 @@ impl Writer {
             .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         Ok(Writer {
-            file: Mutex::new(file),
+            inner: Mutex::new(Pending {
+                file,
+                buf: Vec::new(),
+                since: None,
+            }),
         })
     }
 
-    /// Writes `lines` with one `write` call, so they are in the file whole
-    /// or (if the process dies) not at all, except for a torn tail.
+    /// Adds `lines`; they reach the file together, with a batch written
+    /// whole by one `write` call, or (if the process dies) not at all,
+    /// except for a torn tail.
     pub fn append(&self, lines: &[Line]) -> Result<()> {
-        let mut buf = String::new();
+        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         for l in lines {
-            buf.push_str(&serde_json::to_string(l)?);
-            buf.push('\n');
+            serde_json::to_writer(&mut p.buf, l)?;
+            p.buf.push(b'\n');
         }
-        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        f.write_all(buf.as_bytes())
-            .context("cannot write the campaign journal")?;
+        let now = std::time::Instant::now();
+        let since = *p.since.get_or_insert(now);
+        if p.buf.len() >= FLUSH_BYTES || now.duration_since(since) >= FLUSH_AFTER {
+            p.write_out()?;
+        }
         Ok(())
     }
 
-    /// Flushes the journal to stable storage.
+    /// Writes the pending lines and flushes the journal to stable storage.
     pub fn sync(&self) -> Result<()> {
-        let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        f.sync_data().context("cannot sync the campaign journal")?;
+        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        p.write_out()?;
+        p.file
+            .sync_data()
+            .context("cannot sync the campaign journal")?;
         Ok(())
     }
 }
