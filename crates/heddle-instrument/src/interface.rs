@@ -79,18 +79,19 @@ host_calls! {
         /// `access(site, addr) -> i32`: a yield point before an access, fence
         /// or import call; non-zero means "call `switch` now".
         Access = "access" (I32, I32) -> (I32);
-        /// `switch()`: give up the CPU until the scheduler picks this thread
-        /// again.
-        Switch = "switch" () -> ();
+        /// `switch() -> i32`: give up the CPU until the scheduler picks this
+        /// thread again; returns the preemption budget of the slice that
+        /// starts then (the guest stores it in the budget global).
+        Switch = "switch" () -> (I32);
         /// `wait32(site, addr, expected: i32, timeout_ns: i64) -> i32`.
         Wait32 = "wait32" (I32, I32, I32, I64) -> (I32);
         /// `wait64(site, addr, expected: i64, timeout_ns: i64) -> i32`.
         Wait64 = "wait64" (I32, I32, I64, I64) -> (I32);
         /// `notify(site, addr, count) -> i32` (number woken).
         Notify = "notify" (I32, I32, I32) -> (I32);
-        /// `budget(site)`: the preemption budget ran out at a back-edge or
-        /// entry.
-        Budget = "budget" (I32) -> ();
+        /// `budget(site) -> i32`: the preemption budget ran out at a
+        /// back-edge or entry; returns the next slice's budget.
+        Budget = "budget" (I32) -> (I32);
         /// `range(site, addr, len) -> i32`: a yield point before
         /// `memory.fill`.
         Range = "range" (I32, I32, I32) -> (I32);

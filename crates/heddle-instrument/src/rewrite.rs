@@ -785,8 +785,18 @@ impl Emitter<'_> {
 
     fn switch_if(&mut self) {
         self.cold_if();
-        self.ins(Instruction::Call(self.rt(RtImport::Switch)));
+        self.call_for_budget(RtImport::Switch);
         self.ins(Instruction::End);
+    }
+
+    /// Calls the host function `f`, which starts a new slice and returns
+    /// its budget: the budget goes to the global (and the local mirror).
+    /// Setting the global here costs the host nothing.
+    fn call_for_budget(&mut self, f: RtImport) {
+        self.ins(Instruction::Call(self.rt(f)));
+        self.func
+            .instruction(&Instruction::GlobalSet(self.budget_global));
+        self.reload_budget();
     }
 
     /// Decrement the budget; call `budget(site)` when it reaches zero.
@@ -818,7 +828,7 @@ impl Emitter<'_> {
         self.ins(Instruction::I32Eqz);
         self.cold_if();
         self.ins(Instruction::I32Const(site as i32));
-        self.ins(Instruction::Call(self.rt(RtImport::Budget)));
+        self.call_for_budget(RtImport::Budget);
         self.ins(Instruction::End);
     }
 

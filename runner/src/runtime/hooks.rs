@@ -56,12 +56,23 @@ impl Future for Turn {
 
 /// Waits until this thread runs again, then gives it a fresh slice budget.
 pub async fn wait_turn(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
+    let budget = turn(caller).await?;
+    if let Some(g) = caller.data().budget {
+        g.set(&mut *caller, Val::I32(budget))?;
+    }
+    Ok(())
+}
+
+/// Waits until this thread runs again; returns the budget of the slice
+/// that starts then, for a hook that returns it to the guest (which sets
+/// the global itself, cheaper than the host's `Global::set`).
+async fn turn(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<i32> {
     let turn = Turn {
         run: caller.data().run.clone(),
         tid: caller.data().tid,
     };
     turn.await.map_err(|_| end_err())?;
-    new_slice(caller)
+    Ok(caller.data().run.get().next_budget())
 }
 
 /// Accounts for the guarded yield points the calling thread skipped since
@@ -83,15 +94,6 @@ fn grant_skips(caller: &mut Caller<'_, ThreadCtx>, n: u32) -> HostResult<()> {
     };
     g.set(&mut *caller, Val::I32(n as i32))?;
     caller.data().run.get().granted = n;
-    Ok(())
-}
-
-/// Sets the preemption budget for the slice that starts now.
-pub fn new_slice(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
-    if let Some(g) = caller.data().budget {
-        let b = caller.data().run.get().next_budget();
-        g.set(&mut *caller, Val::I32(b))?;
-    }
     Ok(())
 }
 
@@ -405,9 +407,10 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         RtImport::Switch.name(),
         |mut caller: Caller<'_, ThreadCtx>, (): ()| {
             Box::new(async move {
-                wait_turn(&mut caller).await?;
+                let budget = turn(&mut caller).await?;
                 // The access this thread stopped before runs now.
-                check_pending(&caller)
+                check_pending(&caller)?;
+                Ok(budget)
             })
         },
     )?;
@@ -420,10 +423,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 if !caller.data().started {
                     // The start function: no slice, no draw from the run's
                     // budget stream (a reused instance does not run it).
-                    if let Some(g) = caller.data().budget {
-                        g.set(&mut caller, Val::I32(i32::MAX))?;
-                    }
-                    return Ok(());
+                    return Ok(i32::MAX);
                 }
                 reconcile(&mut caller)?;
                 let p = Pending {
@@ -433,7 +433,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     len: 0,
                 };
                 yield_async(&mut caller, p).await?;
-                new_slice(&mut caller)
+                Ok(caller.data().run.get().next_budget())
             })
         },
     )?;

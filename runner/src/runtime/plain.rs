@@ -662,8 +662,8 @@ pub fn add_noop_hooks<T: 'static>(
             0i32
         },
     )?;
-    linker.func_wrap(m, RtImport::Switch.name(), || {})?;
-    linker.func_wrap(m, RtImport::Budget.name(), |_site: u32| {})?;
+    linker.func_wrap(m, RtImport::Switch.name(), || i32::MAX)?;
+    linker.func_wrap(m, RtImport::Budget.name(), |_site: u32| i32::MAX)?;
     linker.func_wrap(
         m,
         RtImport::Range.name(),
