@@ -162,26 +162,27 @@ pub struct Event {
     pub preempted: bool,
 }
 
-/// A 64-bit FNV-1a hash of the decision sequence: the identity of a schedule
-/// (for "distinct schedules seen" statistics).
+/// A 64-bit hash of the decision sequence: the identity of a schedule (for
+/// "distinct schedules seen" statistics). Two multiplications per decision
+/// (a byte-wise hash took several percent of a run with a thousand
+/// decisions).
 pub fn schedule_hash(ds: &[Decision]) -> u64 {
+    fn mix(x: u64) -> u64 {
+        (x ^ (x >> 31)).wrapping_mul(0xd6e8_feb8_6659_fd93)
+    }
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for d in ds {
-        let (a, b, c) = match *d {
-            Decision::Thread { tid, site, options } => (tid, site, options),
+        let (tid, site, options, value) = match *d {
+            Decision::Thread { tid, site, options } => (tid, site, options, 0),
             Decision::Value {
                 tid,
                 site,
                 value,
                 options,
-            } => (tid ^ 0x8000_0000, site ^ value, options),
+            } => (tid ^ 0x8000_0000, site, options, value),
         };
-        for x in [a, b, c] {
-            for byte in x.to_le_bytes() {
-                h ^= byte as u64;
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
+        h = mix(h ^ (tid as u64 | (site as u64) << 32));
+        h = mix(h ^ (options as u64 | (value as u64) << 32));
     }
     h
 }
