@@ -9,9 +9,12 @@
 //! table replaces the part of `benches/RESULTS.md` between the
 //! `compare:begin`/`compare:end` markers.
 
+#[path = "machine.rs"]
+mod machine;
 use heddle::instrument::Config;
 use heddle::runtime::plain::PlainProgram;
 use heddle::runtime::{Program, RunConfig};
+use machine::{machine, today};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,28 +83,6 @@ fn native_binary(source: &Path) -> PathBuf {
         .expect("gcc (apt-get install gcc)");
     assert!(st.success(), "gcc failed on {}", source.display());
     out
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
-}
-
-fn today() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
 
 fn main() {

@@ -579,25 +579,9 @@ fn a_thousand_guest_threads_run_in_one_run() {
 fn the_fast_path_changes_nothing() {
     use heddle::instrument::Config;
     use heddle::runtime::RaceMode;
-    let m = manifest();
-    let mut jobs: Vec<(String, Vec<String>, bool, &str, u64)> = Vec::new();
-    for e in &m.targets {
-        let seeds = if e.large { 5 } else { 40 };
-        for fixed in [false, true] {
-            for s in STRATEGIES {
-                jobs.push((e.source.clone(), e.args.clone(), fixed, s, seeds));
-            }
-        }
-    }
-    // A trap, a hang and a failure chosen per seed, with a small step
+    // With a trap, a hang and a failure chosen per seed, with a small step
     // budget (the window must end exactly where the budget does).
-    jobs.push((
-        "../tests/programs/core_trap_or_hang.c".into(),
-        Vec::new(),
-        false,
-        "random",
-        60,
-    ));
+    let mut jobs = every_target_and_trap_or_hang(STRATEGIES, 40, 5);
     jobs.push((
         "../benches/programs/yield_loop.c".into(),
         vec!["8000".into()],
@@ -1050,23 +1034,7 @@ fn color_follows_the_flag_and_the_environment() {
 /// end with threads suspended.
 #[test]
 fn reused_instances_change_nothing() {
-    let m = manifest();
-    let mut jobs: Vec<(String, Vec<String>, bool, &str, u64)> = Vec::new();
-    for e in &m.targets {
-        let seeds = if e.large { 4 } else { 25 };
-        for fixed in [false, true] {
-            for s in ["random", "sites:3+stall", "pos"] {
-                jobs.push((e.source.clone(), e.args.clone(), fixed, s, seeds));
-            }
-        }
-    }
-    jobs.push((
-        "../tests/programs/core_trap_or_hang.c".into(),
-        Vec::new(),
-        false,
-        "random",
-        60,
-    ));
+    let jobs = every_target_and_trap_or_hang(&["random", "sites:3+stall", "pos"], 25, 4);
     par_map(&jobs, |(source, args, fixed, strategy, seeds)| {
         let bytes = match source.strip_prefix("../") {
             Some(path) => std::fs::read(build(path, &[])).unwrap(),
@@ -1104,4 +1072,32 @@ fn reused_instances_change_nothing() {
             }
         }
     });
+}
+
+/// (source, args, fixed, strategy, seeds) for every bundled target, buggy
+/// and fixed, under each strategy (`seeds` runs each, `large_seeds` on
+/// the large entries), then `tests/programs/core_trap_or_hang.c` (a trap,
+/// a hang or a failure chosen per seed) under `random` for 60 seeds.
+fn every_target_and_trap_or_hang<'a>(
+    strategies: &[&'a str],
+    seeds: u64,
+    large_seeds: u64,
+) -> Vec<(String, Vec<String>, bool, &'a str, u64)> {
+    let mut jobs = Vec::new();
+    for e in &manifest().targets {
+        for fixed in [false, true] {
+            for &s in strategies {
+                let n = if e.large { large_seeds } else { seeds };
+                jobs.push((e.source.clone(), e.args.clone(), fixed, s, n));
+            }
+        }
+    }
+    jobs.push((
+        "../tests/programs/core_trap_or_hang.c".into(),
+        Vec::new(),
+        false,
+        "random",
+        60,
+    ));
+    jobs
 }

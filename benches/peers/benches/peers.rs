@@ -19,7 +19,10 @@
 #[path = "../shuttle_programs.rs"]
 mod shuttle_programs;
 
+#[path = "../../machine.rs"]
+mod machine;
 use heddle_peers::{markdown_table, parse_fuzz_summary, replace_section, runs_for, Case, Row};
+use machine::{machine, today};
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, Runner};
 use shuttle_programs::CASES;
@@ -128,27 +131,6 @@ fn calibrate(secs: f64, mut measure: impl FnMut(u64) -> f64) -> u64 {
         }
         runs = runs_for(rate, secs * CALIBRATION_FRACTION * 1.5).max(runs * 2);
     }
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{cpu}, {cores} cores (nproc)")
-}
-
-fn today() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
 
 fn main() {
