@@ -32,8 +32,9 @@ import re, sys
 # (component, pattern on "dso symbol"), first match wins.
 rules = [
     ("guest code (compiled wasm)", r"\.cwasm |wasm\[0\]|signatures\["),
-    ("memory reset between runs", r"is_zero|return_slot|GuestMemory::reset"),
-    ("instances: reset, instantiation, stores", r"Executor::worker|Executor::instantiate|Instance::new|instantiate|InstancePre|Store<.*drop|StoreOpaque|allocate_instance|pooling"),
+    ("memory reset between runs (scan)", r"is_zero|return_slot|recycle_memory|GuestMemory::reset"),
+    ("instances: linking, instantiation, reset, stores", r"Executor::worker|Executor::instantiate|Instance::new|instantiate|InstancePre|Store<|StoreOpaque|allocate_instance|pooling|Linker|string_pool|TryVec|OwnedImports|Module::imports|func_loc|Instance::|type_registry"),
+    ("memset and memmove (bulk guest memory, zeroing, copies)", r"memset|memmove|memcpy|memcmp"),
     ("race detector", r"hb::|races::|Races"),
     ("memory checker", r"memcheck|heap::|MemCheck"),
     ("scheduler and strategies", r"heddle::sched|RunState::(yield_point|executed|candidates|block|notify|tick|note_pending|schedule_away|locked|finish|spawn)|Scheduler::|state::"),
@@ -41,7 +42,7 @@ rules = [
     ("campaign: records, journal, summary", r"campaign::|journal|summary|serde|make_record|schedule_hash|SiteSet|sha2"),
     ("executor loop and thread futures", r"run_with_strategy|Executor::(start|drive|close)"),
     ("run setup and verdict", r"Program::finish|RunState::new|wasi::|WasiCtx|wasi_common|verdict|Executor::"),
-    ("allocator", r"malloc|free|_mi_|mi_|realloc|calloc|memmove|memcpy|memset"),
+    ("allocator", r"malloc|free|_mi_|mi_|realloc|calloc|unlink_chunk|__rust_(alloc|dealloc)"),
     ("kernel", r"\[kernel"),
 ]
 totals = {}
