@@ -47,14 +47,17 @@ pub const MAX_THREADS: usize = 4096;
 const MAX_SPARE_SLOTS: usize = 64;
 
 /// Idle guest-thread instances kept for later runs, across every program
-/// of the process: they hold slots of the engine's pool ([`POOL_SLOTS`]).
+/// of the process.
 const MAX_IDLE_INSTANCES: usize = 2_048;
 
 /// Idle instances kept now (see [`MAX_IDLE_INSTANCES`]).
 static IDLE_INSTANCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Guest threads that may exist at once across all runs of one program.
-const POOL_SLOTS: u32 = 8_192;
+/// Size of a guest thread's fiber stack (wasm frames and host calls).
+const STACK_SIZE: usize = 2 << 20;
+
+/// Fiber stacks kept for reuse when no guest thread uses them.
+const MAX_FREE_STACKS: usize = 256;
 
 /// The data of each guest thread's store.
 pub(crate) struct ThreadCtx {
@@ -296,28 +299,16 @@ fn new_engine() -> Result<Engine> {
     c.wasm_branch_hinting(true);
     c.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64));
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
-    c.async_stack_size(2 << 20);
+    c.async_stack_size(STACK_SIZE);
     c.max_wasm_stack(1 << 20);
-    // Instances and fiber stacks come from a pool reserved once: a run does
-    // not pay an mmap/munmap per guest thread. Guest threads of all runs in
-    // flight share it; it only reserves address space.
-    let mut pool = wasmtime::PoolingAllocationConfig::default();
-    pool.total_core_instances(POOL_SLOTS)
-        .total_stacks(POOL_SLOTS)
-        // The function table and the instrumenter's adapted copies of it
-        // (see `instrument::fnptr`).
-        .total_tables(2 * POOL_SLOTS)
-        .max_tables_per_module(2)
-        .total_memories(0)
-        .max_memories_per_module(0)
-        .table_elements(crate::instrument::fnptr::MAX_ADDED_ENTRIES as usize)
-        .max_core_instance_size(1 << 20)
-        .async_stack_keep_resident(64 << 10)
-        // Reset tables with memset, not madvise: madvise takes the process's
-        // mmap lock and flushes other cores' TLBs, which serialises the
-        // workers of a campaign.
-        .table_keep_resident(1 << 20);
-    c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    // Instances come from the on-demand allocator: a run reuses its slot's
+    // instances, so instantiation is rare. Fiber stacks come from
+    // `FiberStacks`, which maps each stack (and its guard page) on first
+    // use and keeps it: a guest thread's start maps nothing, and a process
+    // maps only the stacks it uses at once (a pool reserved up front costs
+    // a `mprotect` per stack at start-up, tens of milliseconds).
+    c.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
+    c.with_host_stack(Arc::new(FiberStacks));
     Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
 }
 
@@ -907,6 +898,114 @@ enum Ended {
         message: String,
         stack: Vec<RawFrame>,
     },
+}
+
+/// Fiber stacks: each mapped with a guard page below it on first use and
+/// kept on a free list when its thread's call returns (up to
+/// [`MAX_FREE_STACKS`]; beyond that a stack is unmapped).
+struct FiberStacks;
+
+/// Base addresses of mapped stacks no call uses now.
+static FREE_STACKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+struct FiberStack {
+    /// Start of the mapping (the guard page).
+    base: usize,
+}
+
+impl FiberStack {
+    fn guard() -> usize {
+        page_size()
+    }
+
+    fn map() -> Result<usize, wasmtime::Error> {
+        let len = Self::guard() + STACK_SIZE;
+        // SAFETY: a new private anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(wasmtime::Error::msg("cannot map a fiber stack"));
+        }
+        // SAFETY: the guard page is the first page of the mapping just made.
+        if unsafe { libc::mprotect(p, Self::guard(), libc::PROT_NONE) } != 0 {
+            // SAFETY: unmapping the mapping made above, unused.
+            unsafe { libc::munmap(p, len) };
+            return Err(wasmtime::Error::msg(
+                "cannot protect a fiber stack's guard page",
+            ));
+        }
+        Ok(p as usize)
+    }
+}
+
+// SAFETY: `FiberStack` hands out a mapping of `STACK_SIZE` bytes above a
+// guard page, owned by this value until it is dropped.
+unsafe impl wasmtime::StackMemory for FiberStack {
+    fn top(&self) -> *mut u8 {
+        (self.base + Self::guard() + STACK_SIZE) as *mut u8
+    }
+    fn range(&self) -> std::ops::Range<usize> {
+        self.base + Self::guard()..self.base + Self::guard() + STACK_SIZE
+    }
+    fn guard_range(&self) -> std::ops::Range<*mut u8> {
+        self.base as *mut u8..(self.base + Self::guard()) as *mut u8
+    }
+}
+
+impl Drop for FiberStack {
+    fn drop(&mut self) {
+        let mut free = FREE_STACKS.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < MAX_FREE_STACKS {
+            free.push(self.base);
+        } else {
+            // SAFETY: the mapping is this stack's own and no fiber runs on it.
+            unsafe { libc::munmap(self.base as *mut _, Self::guard() + STACK_SIZE) };
+        }
+    }
+}
+
+// SAFETY: the stacks are page aligned, have a guard page below them, and
+// are zero filled when first mapped; a reused stack keeps what an earlier
+// fiber left, which wasmtime allows when zeroing is not asked for (it is
+// honoured when it is).
+unsafe impl wasmtime::StackCreator for FiberStacks {
+    fn new_stack(
+        &self,
+        size: usize,
+        zeroed: bool,
+    ) -> Result<Box<dyn wasmtime::StackMemory>, wasmtime::Error> {
+        if size > STACK_SIZE {
+            return Err(wasmtime::Error::msg(
+                "fiber stack size above the configured size",
+            ));
+        }
+        let reused = FREE_STACKS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let base = match reused {
+            Some(base) => base,
+            None => FiberStack::map()?,
+        };
+        let stack = FiberStack { base };
+        if zeroed && reused.is_some() {
+            // SAFETY: the usable range belongs to this stack and no fiber runs on it.
+            unsafe {
+                std::ptr::write_bytes((base + FiberStack::guard()) as *mut u8, 0, STACK_SIZE)
+            };
+        }
+        Ok(Box::new(stack))
+    }
 }
 
 /// A guest thread's call; it gives its instance back when it returns.
