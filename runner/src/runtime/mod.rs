@@ -56,8 +56,11 @@ static IDLE_INSTANCES: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomi
 /// Size of a guest thread's fiber stack (wasm frames and host calls).
 const STACK_SIZE: usize = 2 << 20;
 
-/// Fiber stacks kept for reuse when no guest thread uses them.
-const MAX_FREE_STACKS: usize = 256;
+/// Fiber stacks kept for reuse when no guest thread uses them: as many as
+/// one run may have threads, so that a program with many threads maps its
+/// stacks in its first run only (a stack keeps resident only the pages its
+/// deepest call touched).
+const MAX_FREE_STACKS: usize = MAX_THREADS;
 
 /// The data of each guest thread's store.
 pub(crate) struct ThreadCtx {
