@@ -268,17 +268,17 @@ const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 /// buffered and written in batches (one `write` per batch, not per run);
 /// [`Writer::sync`] and dropping the writer write what is pending.
 pub struct Writer {
-    inner: Mutex<Pending>,
+    inner: Mutex<Batch>,
 }
 
-struct Pending {
+struct Batch {
     file: File,
     buf: Vec<u8>,
     /// When the oldest buffered line was added.
     since: Option<std::time::Instant>,
 }
 
-impl Pending {
+impl Batch {
     fn write_out(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
             let r = self.file.write_all(&self.buf);
@@ -328,7 +328,7 @@ impl Writer {
             .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         Ok(Writer {
-            inner: Mutex::new(Pending {
+            inner: Mutex::new(Batch {
                 file,
                 buf: Vec::new(),
                 since: None,

@@ -450,20 +450,18 @@ impl Program {
         Ok(Slot {
             memory,
             pre,
-            pristine: true,
             idle: Vec::new(),
         })
     }
 
     /// Resets the slot of a finished run (its memory as the next run
     /// starts: the image, or zeros) and keeps it.
-    fn return_slot(&self, mut slot: Slot, pages: u32) {
+    fn return_slot(&self, slot: Slot, pages: u32) {
         let image = self.image.get().filter(|_| self.reuse);
         // SAFETY: the run is over: no guest thread of it runs any more, and
         // this memory belongs to no other run.
         let mem = unsafe { memory::GuestMemory::serialized(slot.memory.data()) };
         mem.reset(image.map_or(&[][..], |i| &i[..]), (pages as usize) << 16);
-        slot.pristine = image.is_none();
         let mut spare = self.spare_slots.lock().unwrap_or_else(|e| e.into_inner());
         if spare.len() < MAX_SPARE_SLOTS {
             spare.push(slot);
@@ -912,8 +910,9 @@ struct FiberStacks;
 static FREE_STACKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    *PAGE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize })
 }
 
 struct FiberStack {
@@ -1019,8 +1018,6 @@ type ThreadFuture = Pin<Box<dyn Future<Output = (Worker, wasmtime::Result<()>)> 
 struct Slot {
     memory: SharedMemory,
     pre: wasmtime::InstancePre<ThreadCtx>,
-    /// The memory is all zeros (no instance's start function ran on it).
-    pristine: bool,
     /// Instances of finished guest threads, ready to be reset and reused.
     idle: Vec<Worker>,
 }
@@ -1056,10 +1053,9 @@ impl Drop for Slot {
 /// putting the globals back makes it a fresh instance again.
 struct Worker {
     store: Store<ThreadCtx>,
-    instance: wasmtime::Instance,
-    /// `_start` and `wasi_thread_start`, when they have the expected types.
-    main: Option<TypedFunc<(), ()>>,
-    entry: Option<TypedFunc<(i32, i32), ()>>,
+    /// `_start` and `wasi_thread_start`, or why they cannot be called.
+    main: Result<TypedFunc<(), ()>, String>,
+    entry: Result<TypedFunc<(i32, i32), ()>, String>,
     /// Every mutable global with its value right after instantiation.
     globals: Vec<(Global, wasmtime::Val)>,
 }
@@ -1131,13 +1127,14 @@ impl Executor<'_> {
         );
         let instance = block_on(self.slot.pre.instantiate_async(&mut store))
             .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
-        if tid == 0 && self.slot.pristine && self.program.reuse {
+        if tid == 0 && self.program.reuse {
+            // Until the image is taken every slot is reset to zeros, so the
+            // start function has just run on a zeroed memory.
             // SAFETY: no guest thread of this run has started yet.
             let mem = unsafe { memory::GuestMemory::serialized(self.slot.memory.data()) };
             self.program
                 .image
                 .get_or_init(|| mem.image((self.program.mem_pages.0 as usize) << 16));
-            self.slot.pristine = false;
         }
         let globals: Vec<Global> = instance
             .exports(&mut store)
@@ -1152,10 +1149,12 @@ impl Executor<'_> {
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
-        let main = instance.get_typed_func(&mut store, "_start").ok();
+        let main = instance
+            .get_typed_func(&mut store, "_start")
+            .map_err(|e| e.to_string());
         let entry = instance
             .get_typed_func(&mut store, "wasi_thread_start")
-            .ok();
+            .map_err(|e| e.to_string());
         let data = store.data_mut();
         data.budget = budget;
         data.skip = skip;
@@ -1164,7 +1163,6 @@ impl Executor<'_> {
         data.started = true;
         Ok(Worker {
             store,
-            instance,
             main,
             entry,
             globals,
@@ -1181,17 +1179,10 @@ impl Executor<'_> {
     /// Creates the main thread. Errors here are setup errors, not verdicts.
     fn start(&mut self) -> Result<()> {
         let mut w = self.worker(0)?;
-        let start = match w.main.clone() {
-            Some(f) => f,
-            None => {
-                let e = w
-                    .instance
-                    .get_typed_func::<(), ()>(&mut w.store, "_start")
-                    .err()
-                    .map_or_else(String::new, |e| e.to_string());
-                bail!("module's `_start` is not a function of no arguments: {e}");
-            }
-        };
+        let start = w
+            .main
+            .clone()
+            .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
         self.threads.push(Some(Box::pin(async move {
             let r = start.call_async(&mut w.store, ()).await;
             let r = r.and(settle_skips(&mut w.store));
@@ -1207,15 +1198,8 @@ impl Executor<'_> {
             Err(e) => return Err(self.setup_trap(tid, e)),
         };
         let entry = match w.entry.clone() {
-            Some(f) => f,
-            None => {
-                let e = w
-                    .instance
-                    .get_typed_func::<(i32, i32), ()>(&mut w.store, "wasi_thread_start")
-                    .err()
-                    .map_or_else(String::new, |e| e.to_string());
-                return Err(self.setup_trap(tid, anyhow!("{e}")));
-            }
+            Ok(f) => f,
+            Err(e) => return Err(self.setup_trap(tid, anyhow!("{e}"))),
         };
         while self.threads.len() <= tid as usize {
             self.threads.push(None);
@@ -1302,8 +1286,7 @@ impl Executor<'_> {
     fn close(mut self) -> Slot {
         self.run.get().closed = true;
         let mut cx = Context::from_waker(Waker::noop());
-        for t in std::mem::take(&mut self.threads).into_iter().flatten() {
-            let mut t = t;
+        for mut t in std::mem::take(&mut self.threads).into_iter().flatten() {
             for _ in 0..4 {
                 if let Poll::Ready((w, _)) = t.as_mut().poll(&mut cx) {
                     self.release(w);
