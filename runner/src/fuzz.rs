@@ -98,7 +98,7 @@ impl Fuzz {
     }
 }
 
-/// What a fuzzing session found: the campaign's outcome (summary, journal,
+/// What a fuzzing session found: the campaign's outcome (summary, state,
 /// timing, each distinct failure with its diagnostic run), the files it
 /// wrote, and what the exit code is decided from.
 pub struct FuzzReport {
@@ -106,7 +106,7 @@ pub struct FuzzReport {
     pub fuzz: Fuzz,
     /// The session's outcome.
     pub outcome: Outcome,
-    /// The campaign directory: replay files, journal, summary.
+    /// The campaign directory: replay files, state, summary.
     pub out: PathBuf,
     /// The HTML report of each failure of `outcome.failures` (None when it
     /// has no replay file, or its run is too long to draw).

@@ -273,6 +273,8 @@ fn run_check(
         time_budget: None,
         out: dir.clone(),
         resume: false,
+        journal: false,
+        all_failing_seeds: false,
         progress: exec::Progress::Off,
     })?;
     let runs = o.summary.stats.runs;

@@ -2,7 +2,8 @@
 //! statistics, the project file and `heddle test`.
 
 use crate::common::*;
-use heddle::campaign::journal::Journal;
+use heddle::campaign::journal::{Journal, FILE as JOURNAL};
+use heddle::campaign::state::ShardState;
 use heddle::campaign::summary::deterministic_part;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,11 +17,22 @@ fn summary_text(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("campaign.toml")).expect("campaign.toml")
 }
 
+/// The seeds of a campaign's per-run journal (`--journal all`).
 fn seeds(dir: &Path) -> Vec<u64> {
-    let j = Journal::read(&dir.join("journal.jsonl")).expect("journal");
+    let j = Journal::read(&dir.join(JOURNAL)).expect("journal");
     let mut v: Vec<u64> = j.records.iter().map(|r| r.seed).collect();
     v.sort();
     v
+}
+
+/// Runs counted by the state files in `dir` (0 while there are none).
+fn state_runs(dir: &Path) -> u64 {
+    ShardState::list(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| ShardState::read(p).ok())
+        .map(|s| s.stats.runs)
+        .sum()
 }
 
 fn fuzz(args: &[&str]) -> std::process::Output {
@@ -43,6 +55,8 @@ fn summary_is_the_same_for_any_jobs_and_for_merged_shards() {
         "--strategy",
         "random,pct:3,rr:0.2",
         "--stats",
+        "--journal",
+        "all",
     ];
     let run = |out: &str, extra: &[&str]| {
         let mut a: Vec<&str> = common.to_vec();
@@ -178,7 +192,9 @@ fn summary_is_the_same_for_any_jobs_and_for_merged_shards() {
 }
 
 /// SIGKILL in the middle of a campaign, then --resume: every seed runs
-/// exactly once over the two sessions, and no failure is lost.
+/// exactly once over the two sessions (the per-run journal, cut back to the
+/// last checkpoint, holds each seed once), no failure counted before the
+/// kill is lost, and the summary equals an uninterrupted campaign's.
 #[test]
 fn a_killed_campaign_resumes_without_redoing_seeds_or_losing_failures() {
     let dir = tempdir();
@@ -187,11 +203,13 @@ fn a_killed_campaign_resumes_without_redoing_seeds_or_losing_failures() {
         "fuzz",
         "targets/race_bank.c",
         "--runs",
-        "2500",
+        "40000",
         "--keep-going",
         "--jobs",
         "2",
         "--quiet",
+        "--journal",
+        "all",
         "--out",
         p(&out),
     ];
@@ -201,16 +219,9 @@ fn a_killed_campaign_resumes_without_redoing_seeds_or_losing_failures() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let journal = out.join("journal.jsonl");
     let started = Instant::now();
-    // Wait until a few hundred runs (and some failures) are journaled.
-    loop {
-        let n = std::fs::read_to_string(&journal)
-            .map(|t| t.matches("\"t\":\"run\"").count())
-            .unwrap_or(0);
-        if n >= 300 {
-            break;
-        }
+    // Wait until a checkpoint holds a few hundred runs.
+    while state_runs(&out) < 300 {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "campaign too slow"
@@ -220,53 +231,49 @@ fn a_killed_campaign_resumes_without_redoing_seeds_or_losing_failures() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    // A torn last line, as if the process died in the middle of a write.
-    let mut bytes = std::fs::read(&journal).unwrap();
-    bytes.extend_from_slice(b"{\"t\":\"run\",\"seed\":99");
-    std::fs::write(&journal, &bytes).unwrap();
-    let before = Journal::read(&journal).unwrap();
-    let first: BTreeSet<u64> = before.records.iter().map(|r| r.seed).collect();
-    assert!(first.len() >= 300 && first.len() < 2500, "{}", first.len());
-    let failed_before: Vec<(u64, String)> = before
-        .records
+    let state = ShardState::read(&ShardState::path(&out, "1/1".parse().unwrap())).unwrap();
+    let counted = state.stats.runs;
+    assert!((300..40000).contains(&counted), "{counted}");
+    assert_eq!(state.frontier, counted, "the counted seeds are a prefix");
+    let failed_before: Vec<(String, u64)> = state
+        .stats
+        .failures
         .iter()
-        .filter(|r| r.failed())
-        .map(|r| (r.seed, r.signature.clone()))
+        .map(|(sig, f)| (sig.clone(), f.first_seed))
         .collect();
     assert!(!failed_before.is_empty());
+    // The journal may hold runs past the checkpoint, and a torn batch.
+    let journal = out.join(JOURNAL);
+    let mut bytes = std::fs::read(&journal).unwrap();
+    assert!(bytes.len() as u64 >= state.journal_bytes.unwrap());
+    bytes.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0]);
+    std::fs::write(&journal, &bytes).unwrap();
 
     let mut resume: Vec<&str> = args.to_vec();
     resume.push("--resume");
     let r = heddle_out(&resume);
     let stdout = text(&r.stdout);
     assert_eq!(r.status.code(), Some(1), "{stdout}{}", text(&r.stderr));
-    let redo = 2500 - first.len();
+    let redo = 40000 - counted;
     assert!(
         stdout.starts_with(&format!("{redo} runs in")),
-        "only the missing seeds run: {stdout}"
+        "only the seeds not counted run: {stdout}"
     );
-    assert!(stdout.contains("(2500 runs in the campaign)"), "{stdout}");
+    assert!(stdout.contains("(40000 runs in the campaign)"), "{stdout}");
     // Journal::read rejects a seed that appears twice.
-    let after = Journal::read(&journal).unwrap();
-    let all: Vec<u64> = {
-        let mut v: Vec<u64> = after.records.iter().map(|r| r.seed).collect();
-        v.sort();
-        v
-    };
-    assert_eq!(all, (0..2500).collect::<Vec<_>>());
-    for (seed, sig) in &failed_before {
+    assert_eq!(seeds(&out), (0..40000).collect::<Vec<_>>());
+    let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
+    let failures = v["failure"].as_array().unwrap();
+    for (sig, seed) in &failed_before {
         assert!(
-            after
-                .records
-                .iter()
-                .any(|r| r.seed == *seed && &r.signature == sig),
-            "failure of seed {seed} lost"
+            failures.iter().any(|f| f["signature"].as_str() == Some(sig)
+                && f["first_seed"].as_integer() == Some(*seed as i64)),
+            "failure {sig} of seed {seed} lost"
         );
     }
     // Every signature has its replay file; the summary equals a fresh
     // uninterrupted campaign's.
-    let v: toml::Value = toml::from_str(&summary_text(&out)).unwrap();
-    for f in v["failure"].as_array().unwrap() {
+    for f in failures {
         assert!(out.join(f["replay"].as_str().unwrap()).exists());
     }
     let fresh = dir.path().join("fresh");
@@ -319,7 +326,7 @@ fn bad_campaign_input_is_a_one_line_error() {
         (vec!["--strategy", "random,"], "empty member"),
         (vec!["--time-budget", "5d"], "bad duration `5d`"),
         (vec!["--runs", "0"], "--runs must be at least 1"),
-        (vec!["--resume"], "has no campaign journal"),
+        (vec!["--resume"], "has no campaign state"),
     ] {
         let mut a = args.clone();
         a.extend_from_slice(&["--out", p(&out)]);
@@ -328,9 +335,9 @@ fn bad_campaign_input_is_a_one_line_error() {
     // A real campaign to damage.
     let c = fuzz(&["--runs", "30", "--fixed", "--out", p(&out)]);
     assert_eq!(c.status.code(), Some(0), "{}", text(&c.stderr));
-    // Resuming with other settings.
+    // Resuming with other settings (more runs are fine).
     assert_usage_error(
-        &fuzz(&["--runs", "31", "--fixed", "--resume", "--out", p(&out)]),
+        &fuzz(&["--seed", "5", "--fixed", "--resume", "--out", p(&out)]),
         "holds a different campaign",
     );
     assert_usage_error(
@@ -340,16 +347,12 @@ fn bad_campaign_input_is_a_one_line_error() {
     // Merging a campaign with itself, or with a different one, or a stranger.
     let other = dir.path().join("other");
     assert_eq!(
-        fuzz(&["--runs", "20", "--fixed", "--out", p(&other)])
+        fuzz(&["--runs", "20", "--seed", "3", "--fixed", "--out", p(&other)])
             .status
             .code(),
         Some(0)
     );
     let m = dir.path().join("m");
-    assert_usage_error(
-        &heddle_out(&["merge", p(&out), p(&out), "--out", p(&m)]),
-        "appears in both",
-    );
     assert_usage_error(
         &heddle_out(&["merge", p(&out), p(&other), "--out", p(&m)]),
         "hold different campaigns",
@@ -358,23 +361,33 @@ fn bad_campaign_input_is_a_one_line_error() {
         &heddle_out(&["merge", p(dir.path()), "--out", p(&m)]),
         "not a campaign directory",
     );
-    // A corrupt journal.
-    let journal = out.join("journal.jsonl");
-    let mut t = std::fs::read_to_string(&journal).unwrap();
-    t.push_str("not json\n");
-    std::fs::write(&journal, t).unwrap();
+    // A corrupt state.
+    let state = ShardState::path(&out, "1/1".parse().unwrap());
+    let mut t = std::fs::read_to_string(&state).unwrap();
+    t.truncate(t.len() / 2);
+    std::fs::write(&state, t).unwrap();
     assert_usage_error(
         &fuzz(&["--runs", "30", "--fixed", "--resume", "--out", p(&out)]),
-        "corrupt journal",
+        "corrupt campaign state",
     );
     assert_usage_error(
         &heddle_out(&["merge", p(&out), "--out", p(&m)]),
-        "corrupt journal",
+        "corrupt campaign state",
     );
-    std::fs::write(&journal, "").unwrap();
+    std::fs::write(&state, "").unwrap();
     assert_usage_error(
         &fuzz(&["--runs", "30", "--fixed", "--resume", "--out", p(&out)]),
-        "no campaign header",
+        "corrupt campaign state",
+    );
+    // Shards of different splits.
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (d, shard) in [(&a, "1/2"), (&b, "1/3")] {
+        let o = fuzz(&["--runs", "20", "--fixed", "--shard", shard, "--out", p(d)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    }
+    assert_usage_error(
+        &heddle_out(&["merge", p(&a), p(&b), "--out", p(&m)]),
+        "shards of different splits do not merge",
     );
 }
 
@@ -632,15 +645,8 @@ fn a_signal_stops_a_campaign_that_resumes_to_the_same_summary() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let journal = out.join("journal.jsonl");
         let started = Instant::now();
-        loop {
-            let n = std::fs::read_to_string(&journal)
-                .map(|t| t.matches("\"t\":\"run\"").count())
-                .unwrap_or(0);
-            if n >= 200 {
-                break;
-            }
+        while state_runs(&out) < 200 {
             assert!(started.elapsed() < Duration::from_secs(60), "too slow");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -820,4 +826,103 @@ fn shard_auto_follows_slurm_and_kubernetes_variables() {
         ),
         "give the number of completions as --shard auto/N",
     );
+}
+
+/// `heddle merge` takes any set of shard outputs: a missing shard is a
+/// hole, a shard given twice (a retried job) counts once, a shard stopped
+/// early (here by its time budget) and resumed elsewhere counts as far as
+/// it got. Once every shard is complete the summary equals the unsharded
+/// campaign's, whatever the order of the inputs.
+#[test]
+fn merge_takes_missing_repeated_and_stopped_shards_in_any_order() {
+    let dir = tempdir();
+    let d = |n: &str| dir.path().join(n);
+    let shard = |out: &str, k: &str, extra: &[&str]| {
+        let o = d(out);
+        let shard = format!("{k}/3");
+        let mut a = vec![
+            "--runs",
+            "24000",
+            "--keep-going",
+            "--fixed",
+            "--jobs",
+            "2",
+            "--shard",
+            &shard,
+            "--out",
+            p(&o),
+        ];
+        a.extend_from_slice(extra);
+        let r = fuzz(&a);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+        text(&r.stdout)
+    };
+    shard("s1", "1", &[]);
+    shard("s2", "2", &[]);
+    // Shard 3 stops early, is copied (a retried job), and resumes.
+    let early = shard("s3", "3", &["--time-budget", "300ms"]);
+    assert!(early.contains("(time budget reached)"), "{early}");
+    let stopped = ShardState::read(&ShardState::path(&d("s3"), "3/3".parse().unwrap())).unwrap();
+    assert!(stopped.stats.runs > 0 && stopped.stats.runs < 8000);
+    copy_dir(&d("s3"), &d("s3-copy"));
+    let merge = |inputs: &[&str], out: &str| {
+        let mut a = vec!["merge"];
+        let paths: Vec<_> = inputs.iter().map(|i| d(i)).collect();
+        a.extend(paths.iter().map(|x| p(x)));
+        let o = d(out);
+        a.extend_from_slice(&["--out", p(&o)]);
+        let r = heddle_out(&a);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+        text(&r.stdout)
+    };
+    let m = merge(&["s1", "s2"], "m12");
+    assert!(
+        m.contains("incomplete") && m.contains("hole: shard 3/3: no state"),
+        "{m}"
+    );
+    assert!(m.contains("of 3,"), "{m}");
+    let m = merge(&["s3-copy", "s1", "s2", "s3"], "m-early");
+    assert!(
+        m.contains(&format!("{} duplicate runs", stopped.stats.runs)),
+        "{m}"
+    );
+    assert!(m.contains("hole: shard 3/3: stopped before seed"), "{m}");
+    shard("s3", "3", &["--resume"]);
+    let whole = d("whole");
+    let r = fuzz(&[
+        "--runs",
+        "24000",
+        "--keep-going",
+        "--fixed",
+        "--jobs",
+        "2",
+        "--out",
+        p(&whole),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let reference = deterministic_part(&summary_text(&whole)).to_string();
+    for (i, order) in [
+        ["s1", "s2", "s3", "s3-copy"],
+        ["s3-copy", "s3", "s2", "s1"],
+        ["s2", "s3-copy", "s1", "s3"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = format!("m{i}");
+        let m = merge(order, &out);
+        assert!(!m.contains("hole") && !m.contains("incomplete"), "{m}");
+        assert_eq!(reference, deterministic_part(&summary_text(&d(&out))));
+    }
+    // The merge of merges (with a shard in both) is the same again.
+    merge(&["m0", "m1", "s2"], "again");
+    assert_eq!(reference, deterministic_part(&summary_text(&d("again"))));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
 }

@@ -33,6 +33,8 @@ fn fuzz_and_test_reports_are_library_values() {
             time_budget: None,
             out: out.clone(),
             resume: false,
+            journal: false,
+            all_failing_seeds: false,
             progress: exec::Progress::Off,
         })
         .expect("campaign");

@@ -597,7 +597,8 @@ fn the_default_portfolio_catches_a_three_lock_cycle() {
 
 /// The (seed, schedule hash) of every run in a campaign directory.
 fn schedules(dir: &std::path::Path) -> Vec<(u64, u64)> {
-    let j = heddle::campaign::journal::Journal::read(&dir.join("journal.jsonl")).expect("journal");
+    let j = heddle::campaign::journal::Journal::read(&dir.join(heddle::campaign::journal::FILE))
+        .expect("journal");
     let mut v: Vec<(u64, u64)> = j.records.iter().map(|r| (r.seed, r.schedule)).collect();
     v.sort();
     v
@@ -623,6 +624,8 @@ fn rff_learns_in_generations_whatever_the_jobs() {
             "rff",
             "--keep-going",
             "--quiet",
+            "--journal",
+            "all",
             "--out",
             o.to_str().unwrap(),
         ];

@@ -1,13 +1,16 @@
 //! The campaign driver: runs the seeds of a [`SeedPlan`] on worker threads,
-//! journals every finished run, writes a replay file per distinct failure and
-//! the summary.
+//! folds every finished run into the shard's [`ShardState`] in seed order
+//! (and into the per-run journal when asked), checkpoints the state, writes
+//! a replay file per distinct failure and the summary. Memory and disk stay
+//! flat however many runs a campaign makes.
 //!
 //! A run that traps, hangs or makes the runtime fail is one record of the
 //! campaign (verdict `trap`/`hang`, or kind `error`), never the end of it.
 
 use super::feedback::Hub;
-use super::journal::{Header, Identity, Journal, Line, RaceRec, Record, SiteName, SiteSet, Writer};
-use super::summary::{self, FailureStats, Summary, Timing};
+use super::journal::{Header, Identity, Journal, RaceRec, Record, SiteName, SiteSet, Writer};
+use super::state::{Coverage, ShardState};
+use super::summary::{self, FailureStats, Source, Summary, Timing};
 use super::{Portfolio, SeedPlan};
 use crate::pool::Next;
 use crate::reproduce;
@@ -46,10 +49,15 @@ pub struct Options {
     pub jobs: usize,
     /// Stop starting runs after this long (this session).
     pub time_budget: Option<Duration>,
-    /// The campaign directory: journal, summary, replay files.
+    /// The campaign directory: state, summary, replay files.
     pub out: PathBuf,
-    /// Continue the campaign whose journal is in `out`.
+    /// Continue the campaign whose state is in `out`.
     pub resume: bool,
+    /// Keep the per-run journal (`journal.jsonl.gz`).
+    pub journal: bool,
+    /// Keep every failing seed in the state (else the first
+    /// [`super::state::SEEDS_KEPT`] of each failure).
+    pub all_failing_seeds: bool,
     /// Progress on stderr: a redrawn line (`Tty`), a line every 10 s
     /// (`Lines`) or nothing.
     pub progress: Progress,
@@ -68,8 +76,8 @@ pub enum Progress {
 
 /// What a campaign session did.
 pub struct Outcome {
-    /// The journal after the session (every run of the campaign so far).
-    pub journal: Journal,
+    /// The shard's state after the session (every counted run so far).
+    pub state: ShardState,
     /// Runs made by this session.
     pub session_runs: u64,
     /// Wall-clock seconds of this session.
@@ -79,12 +87,72 @@ pub struct Outcome {
     /// The signal (SIGINT, SIGTERM) that stopped the session before the
     /// plan was done; the campaign resumes with `--resume`.
     pub interrupted: Option<i32>,
+    /// Runs that finished after a seed the session stopped before running:
+    /// not counted, and run again by `--resume`.
+    pub abandoned: u64,
     /// The summary's deterministic part.
     pub summary: Summary,
     /// The summary's timing part.
     pub timing: Timing,
     /// Each distinct failure with its diagnostic run (absent for `error`s).
     pub failures: Vec<(FailureStats, Option<RunResult>)>,
+}
+
+/// How often the state is written while a campaign runs: a process killed
+/// with SIGKILL loses at most the runs of the last interval (and those in
+/// flight), which `--resume` runs again.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Finished runs folded into the shard's state in seed order.
+struct Fold {
+    state: ShardState,
+    /// Finished runs above the frontier, waiting for the runs below them.
+    pending: BTreeMap<u64, (Record, Vec<u64>)>,
+    journal: Option<Writer>,
+    keep_going: bool,
+    /// Without `keep_going`: a failure is counted, and nothing after it.
+    closed: bool,
+    last_checkpoint: Instant,
+}
+
+impl Fold {
+    /// Adds a finished run; counts every run it makes contiguous.
+    fn add(&mut self, record: Record, hit: Vec<u64>) -> Result<()> {
+        if self.closed || record.seed < self.state.frontier {
+            return Ok(());
+        }
+        self.pending.insert(record.seed, (record, hit));
+        while let Some(e) = self.pending.first_entry() {
+            if *e.key() != self.state.frontier {
+                break;
+            }
+            let (r, hit) = e.remove();
+            self.state.stats.add(&r, &hit);
+            if let Some(j) = &mut self.journal {
+                j.append(&r, &hit)?;
+            }
+            if r.failed() && !self.keep_going {
+                self.state.frontier = r.seed + 1;
+                self.closed = true;
+                self.pending.clear();
+                break;
+            }
+            self.state.frontier = self.state.next_seed(r.seed + 1);
+        }
+        Ok(())
+    }
+
+    /// Writes the state (and what the journal holds).
+    fn checkpoint(&mut self, dir: &Path, elapsed_ms: u64, jobs: u64) -> Result<()> {
+        if let Some(j) = &mut self.journal {
+            self.state.journal_bytes = Some(j.flush()?);
+        }
+        self.state.elapsed_ms = elapsed_ms;
+        self.state.jobs = jobs;
+        self.state.write(dir)?;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
 }
 
 impl Campaign<'_> {
@@ -102,69 +170,109 @@ impl Campaign<'_> {
         }
     }
 
-    fn header(&self) -> Header {
-        Header {
-            format: super::journal::FORMAT,
-            identity: self.identity(),
-            shards: vec![self.plan.shard.to_string()],
-            sites: site_names(self.program),
+    /// The state to start from: a new one, or the one in `opts.out` with
+    /// `opts.resume` (whose planned runs may be changed by the command).
+    fn start_state(&self, opts: &Options) -> Result<ShardState> {
+        let identity = self.identity();
+        let shard = self.plan.shard;
+        let path = ShardState::path(&opts.out, shard);
+        if !opts.resume {
+            let mut s = ShardState::new(identity, shard, site_names(self.program));
+            s.frontier = s.next_seed(s.frontier);
+            return Ok(s);
         }
+        if !path.exists() {
+            let others = if opts.out.is_dir() {
+                ShardState::list(&opts.out)?
+            } else {
+                Vec::new()
+            };
+            if !others.is_empty() {
+                let names: Vec<String> = others
+                    .iter()
+                    .filter_map(|p| ShardState::read(p).ok().map(|s| s.shard.to_string()))
+                    .collect();
+                bail!(
+                    "--resume: {} holds shard(s) {}, not {shard}",
+                    opts.out.display(),
+                    names.join(",")
+                );
+            }
+            if opts.out.join("journal.jsonl").exists() {
+                bail!(
+                    "--resume: {} was written by an older heddle (journal.jsonl, no campaign state); run the campaign again without --resume",
+                    opts.out.display()
+                );
+            }
+            bail!(
+                "--resume: {} has no campaign state ({})",
+                opts.out.display(),
+                path.file_name().unwrap_or_default().to_string_lossy()
+            );
+        }
+        let mut s = ShardState::read(&path)?;
+        let mut was = s.identity.clone();
+        // A resumed campaign may be given more (or fewer) runs.
+        was.runs = identity.runs;
+        if was != identity {
+            bail!(
+                "--resume: {} holds a different campaign ({})",
+                opts.out.display(),
+                identity_difference(&s.identity, &identity)
+            );
+        }
+        s.identity = identity;
+        s.frontier = s.next_seed(s.frontier);
+        Ok(s)
     }
 
     /// Runs the campaign (or continues it with `opts.resume`).
     pub fn run(&self, opts: &Options) -> Result<Outcome> {
         let inject = injected_errors()?;
-        let path = Journal::path(&opts.out);
-        let header = self.header();
-        let (writer, previous) = if opts.resume {
-            if !path.exists() {
-                bail!(
-                    "--resume: {} has no campaign journal ({})",
-                    opts.out.display(),
-                    super::journal::FILE
-                );
-            }
-            let j = Journal::read(&path)?;
-            if j.header.identity != header.identity {
-                bail!(
-                    "--resume: {} holds a different campaign ({})",
-                    opts.out.display(),
-                    identity_difference(&j.header.identity, &header.identity)
-                );
-            }
-            if j.header.shards != header.shards {
-                bail!(
-                    "--resume: {} holds shard(s) {}, not {}",
-                    opts.out.display(),
-                    j.header.shards.join(","),
-                    header.shards.join(",")
-                );
-            }
-            (Writer::open(&path, j.valid_len)?, Some(j))
-        } else {
-            (Writer::create(&path, &header)?, None)
+        std::fs::create_dir_all(&opts.out)
+            .with_context(|| format!("cannot create {}", opts.out.display()))?;
+        let mut state = self.start_state(opts)?;
+        if opts.all_failing_seeds {
+            state.stats.keep_seeds = u64::MAX;
+        }
+        let journal_path = Journal::path(&opts.out);
+        let journal = match (opts.journal, state.journal_bytes) {
+            (true, Some(len)) if journal_path.exists() => Some(Writer::open(&journal_path, len)?),
+            (true, _) => Some(Writer::create(
+                &journal_path,
+                &Header {
+                    format: super::journal::FORMAT,
+                    identity: state.identity.clone(),
+                    shards: vec![state.shard.to_string()],
+                    sites: state.sites.clone(),
+                },
+            )?),
+            (false, _) => None,
         };
-        let prev_records = previous
-            .as_ref()
-            .map(|j| j.records.clone())
-            .unwrap_or_default();
-        let done: BTreeSet<u64> = prev_records.iter().map(|r| r.seed).collect();
-        let seen_sets: Mutex<BTreeSet<u64>> = Mutex::new(
-            previous
-                .as_ref()
-                .map(|j| j.site_sets.keys().copied().collect())
-                .unwrap_or_default(),
-        );
-        // The campaign clock continues across sessions.
-        let offset_ms = prev_records.iter().map(|r| r.ms).max().unwrap_or(0);
-        let first_fail = AtomicU64::new(
-            prev_records
-                .iter()
-                .filter(|r| r.failed())
-                .map(|r| r.seed)
-                .min()
-                .unwrap_or(u64::MAX),
-        );
+        if journal.is_none() {
+            state.journal_bytes = None;
+        }
+        let offset_ms = state.elapsed_ms;
+        let runs_before = state.stats.runs;
+        let closed = !self.keep_going && state.stats.failing_runs > 0;
+        let first_fail = AtomicU64::new(if closed {
+            state.frontier.saturating_sub(1)
+        } else {
+            u64::MAX
+        });
+        let nfail = AtomicU64::new(state.stats.failing_runs);
+        // Signatures whose first replay file is already written.
+        let replays_written: Mutex<BTreeSet<String>> =
+            Mutex::new(state.stats.failures.keys().cloned().collect());
+        let start_seed = state.frontier;
+        let fold = Mutex::new(Fold {
+            state,
+            pending: BTreeMap::new(),
+            journal,
+            keep_going: self.keep_going,
+            closed,
+            last_checkpoint: Instant::now(),
+        });
         let planned = self
             .plan
             .runs
@@ -172,26 +280,38 @@ impl Campaign<'_> {
         let timed_out = AtomicBool::new(false);
         let stopped_by = std::sync::atomic::AtomicI32::new(0);
         let session_runs = AtomicU64::new(0);
-        let nfail = AtomicU64::new(prev_records.iter().filter(|r| r.failed()).count() as u64);
-        let records: Mutex<Vec<Record>> = Mutex::new(prev_records);
-        let replays_written: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
         let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let last_print = Mutex::new(Instant::now());
         let started = Instant::now();
         let deadline = opts.time_budget.map(|d| started + d);
         let jobs = opts.jobs.max(1);
-        let id = &header.identity;
-        // Learning strategies share a corpus, in generations of seeds.
+        let id = self.identity();
+        // Learning strategies share a corpus, in generations of seeds; every
+        // seed from the first is taken (those already counted are skipped)
+        // so that the generations line up.
         let hub = self
             .portfolio
             .members
             .iter()
             .any(|m| crate::sched::learns(m))
             .then(|| Hub::new(self.plan.seed_start));
-        // The corpus each failing run of a learning strategy saw, to rerun
-        // it for its replay file.
-        let failing_corpora: Mutex<BTreeMap<u64, Arc<Corpus>>> = Mutex::new(BTreeMap::new());
-        crate::pool::drain(jobs, self.plan.seed_start..self.plan.end(), |seed| {
+        let first_taken = if hub.is_some() {
+            self.plan.seed_start
+        } else {
+            start_seed
+        };
+        // The corpus the first failing run of each signature saw (learning
+        // strategies), to rerun it for its replay file.
+        let failing_corpora: Mutex<BTreeMap<String, (u64, Arc<Corpus>)>> =
+            Mutex::new(BTreeMap::new());
+        let fail_with = |e: anyhow::Error| {
+            let mut slot = error.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+            Next::Stop
+        };
+        crate::pool::drain(jobs, first_taken..self.plan.end(), |seed| {
             // Every seed taken is closed, on every path, so that runs of
             // later generations waiting for it go on.
             let mut closer = Closer {
@@ -199,6 +319,9 @@ impl Campaign<'_> {
                 seed,
                 feedback: None,
             };
+            if seed < start_seed || !self.plan.shard.contains(seed) {
+                return Next::Go;
+            }
             if let Some(sig) = crate::interrupt::requested() {
                 stopped_by.store(sig, Ordering::Relaxed);
                 return Next::Stop;
@@ -209,9 +332,6 @@ impl Campaign<'_> {
             }
             if !self.keep_going && seed > first_fail.load(Ordering::Relaxed) {
                 return Next::Stop;
-            }
-            if !self.plan.shard.contains(seed) || done.contains(&seed) {
-                return Next::Go;
             }
             let member = self.portfolio.member(seed);
             let strategy = self.portfolio.members[member].clone();
@@ -235,75 +355,56 @@ impl Campaign<'_> {
                 if e.downcast_ref::<crate::sched::StrategyFailed>().is_some() {
                     // The strategy, not the program, failed: every
                     // further run would too.
-                    let mut slot = error.lock().unwrap_or_else(|e| e.into_inner());
-                    if slot.is_none() {
-                        *slot = Some(anyhow::anyhow!("{e}"));
-                    }
-                    return Next::Stop;
+                    return fail_with(anyhow::anyhow!("{e}"));
                 }
             }
             let ms = offset_ms + started.elapsed().as_millis() as u64;
-            let (record, set) = make_record(seed, member as u32, ms, &result);
+            let (record, hit) = make_record(seed, member as u32, ms, &mut result);
             let failed = record.failed();
-            let new_sig = failed
-                && replays_written
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(record.signature.clone());
-            // A run's site set is written before the first run that
-            // names it: the check and the write happen under one lock.
-            let appended = {
-                let mut seen = seen_sets.lock().unwrap_or_else(|e| e.into_inner());
-                let mut lines = Vec::with_capacity(2);
-                if let Some(set) = set {
-                    if !seen.contains(&set.id) {
-                        lines.push(Line::Sites(set));
-                    }
-                }
-                lines.push(Line::Run(record.clone()));
-                let r = writer.append(&lines);
-                if r.is_ok() {
-                    for l in &lines {
-                        if let Line::Sites(set) = l {
-                            seen.insert(set.id);
-                        }
-                    }
-                }
-                r
-            };
-            if let Err(e) = appended {
-                *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                return Next::Stop;
-            }
-            records
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(record.clone());
-            let n = session_runs.fetch_add(1, Ordering::Relaxed) + 1;
             if failed {
                 first_fail.fetch_min(seed, Ordering::Relaxed);
                 nfail.fetch_add(1, Ordering::Relaxed);
                 if let Some(c) = &cfg.corpus {
-                    failing_corpora
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(seed, c.clone());
+                    let mut m = failing_corpora.lock().unwrap_or_else(|e| e.into_inner());
+                    let e = m
+                        .entry(record.signature.clone())
+                        .or_insert_with(|| (seed, c.clone()));
+                    if seed < e.0 {
+                        *e = (seed, c.clone());
+                    }
                 }
                 // The first replay file of a signature is written at
                 // once, so a campaign killed later still has it.
+                let new_sig = replays_written
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(record.signature.clone());
                 if new_sig {
                     if let Ok(r) = &result {
-                        let _ = self.write_replay(&opts.out, id, &cfg, r);
+                        let _ = self.write_replay(&opts.out, &id, &cfg, r);
                     }
                 }
             }
+            {
+                let mut f = fold.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = f.add(record, hit) {
+                    return fail_with(e);
+                }
+                if f.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                    let ms = offset_ms + started.elapsed().as_millis() as u64;
+                    if let Err(e) = f.checkpoint(&opts.out, ms, jobs as u64) {
+                        return fail_with(e);
+                    }
+                }
+            }
+            let n = session_runs.fetch_add(1, Ordering::Relaxed) + 1;
             if opts.progress != Progress::Off {
                 self.progress(
                     opts,
                     &last_print,
                     started,
                     deadline,
-                    done.len() as u64 + n,
+                    runs_before + n,
                     planned,
                     nfail.load(Ordering::Relaxed),
                     n,
@@ -314,33 +415,51 @@ impl Campaign<'_> {
         if opts.progress == Progress::Tty {
             eprintln!();
         }
+        let mut fold = fold.into_inner().unwrap_or_else(|e| e.into_inner());
+        let session_secs = started.elapsed().as_secs_f64();
+        // Whatever happened, what is counted is saved.
+        let saved = fold.checkpoint(
+            &opts.out,
+            offset_ms + (session_secs * 1e3) as u64,
+            jobs as u64,
+        );
         if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(e);
         }
-        writer.sync()?;
-        drop(writer);
-        let session_secs = started.elapsed().as_secs_f64();
-        let journal = Journal::read(&path)?;
-        let summary = Summary::of(&journal);
+        saved?;
+        drop(fold.journal.take());
+        let abandoned = fold.pending.len() as u64;
+        let state = fold.state;
+        let mut coverage = Coverage::new(state.identity.seed_start, state.shard.count);
+        coverage.add(state.shard.index, state.frontier);
+        let summary = Summary::of(&Source {
+            identity: &state.identity,
+            sites: &state.sites,
+            stats: &state.stats,
+            coverage: &coverage,
+        });
         let corpora = failing_corpora
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
-        let failures = self.finish_replays(&opts.out, &journal, &summary, &corpora)?;
+        let failures = self.finish_replays(&opts.out, &state, &summary, &corpora)?;
         let timing = Summary::timing(
-            &journal,
+            &state.stats,
+            vec![state.shard.to_string()],
+            state.shard.count == 1 && state.finished(),
             jobs as u64,
-            Some(offset_ms as f64 / 1e3 + session_secs),
+            state.elapsed_ms,
         );
         paths::write_atomic(
             &opts.out.join(summary::FILE),
             summary.file_text(&timing)?.as_bytes(),
         )?;
         Ok(Outcome {
-            journal,
+            state,
             session_runs: session_runs.into_inner(),
             session_secs,
             timed_out: timed_out.into_inner(),
             interrupted: Some(stopped_by.into_inner()).filter(|s| *s != 0),
+            abandoned,
             summary,
             timing,
             failures,
@@ -415,31 +534,32 @@ impl Campaign<'_> {
     }
 
     /// Makes sure each distinct failure has the replay file of its first
-    /// seed, and removes replay files of later seeds written on the way.
+    /// seed, and removes replay files of later counted seeds written on the
+    /// way (a replay file of a seed past the frontier stays: `--resume`
+    /// counts its run).
     fn finish_replays(
         &self,
         out: &Path,
-        j: &Journal,
+        state: &ShardState,
         s: &Summary,
-        corpora: &BTreeMap<u64, Arc<Corpus>>,
+        corpora: &BTreeMap<String, (u64, Arc<Corpus>)>,
     ) -> Result<Vec<(FailureStats, Option<RunResult>)>> {
-        let id = &j.header.identity;
+        let id = &state.identity;
         let keep: BTreeSet<&str> = s.failure.iter().map(|f| f.replay.as_str()).collect();
-        for r in j.records.iter().filter(|r| r.failed()) {
-            let name = summary::replay_name(&id.target, &r.kind, r.seed);
-            if !keep.contains(name.as_str()) {
+        for (name, seed) in replay_files(out, &id.target)? {
+            if seed < state.frontier && !keep.contains(name.as_str()) {
                 let _ = std::fs::remove_file(out.join(&name));
             }
         }
         let mut failures = Vec::new();
         for f in &s.failure {
-            if f.replay.is_empty() {
-                failures.push((f.clone(), None));
-                continue;
-            }
             let member = self.portfolio.member(f.first_seed);
             let strategy = self.portfolio.members[member].clone();
-            if crate::sched::learns(&strategy) && !corpora.contains_key(&f.first_seed) {
+            let corpus = corpora
+                .get(&f.signature)
+                .filter(|(seed, _)| *seed == f.first_seed)
+                .map(|(_, c)| c.clone());
+            if crate::sched::learns(&strategy) && corpus.is_none() {
                 // A learning run of an earlier session: its corpus is gone,
                 // but its replay file, written when it failed, stands.
                 let path = out.join(&f.replay);
@@ -454,7 +574,7 @@ impl Campaign<'_> {
             let cfg = RunConfig {
                 seed: f.first_seed,
                 strategy,
-                corpus: corpora.get(&f.first_seed).cloned(),
+                corpus,
                 ..self.base.clone()
             };
             let r = self
@@ -466,6 +586,32 @@ impl Campaign<'_> {
         }
         Ok(failures)
     }
+}
+
+/// The failing-run replay files of `target` in `dir`, with their seeds
+/// (named as [`summary::replay_name`] names them).
+pub fn replay_files(dir: &Path, target: &str) -> Result<Vec<(String, u64)>> {
+    let probe = summary::replay_name(target, "K", 0);
+    let stem = probe.strip_suffix("K-seed0.toml").unwrap_or(&probe);
+    let mut v = Vec::new();
+    let rd = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name
+            .strip_prefix(stem)
+            .and_then(|r| r.strip_suffix(".toml"))
+        else {
+            continue;
+        };
+        let Some((_, seed)) = rest.rsplit_once("-seed") else {
+            continue;
+        };
+        if let Ok(seed) = seed.parse::<u64>() {
+            v.push((name, seed));
+        }
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// Closes its seed in the campaign's feedback hub when dropped.
@@ -526,16 +672,16 @@ fn run_guarded(p: &Program, cfg: &RunConfig, inject: bool) -> Result<RunResult> 
     }
 }
 
-/// The journal record of a run (and its site set).
+/// The record of a run, and the bitset of the sites it reached.
 fn make_record(
     seed: u64,
     strategy: u32,
     ms: u64,
-    result: &Result<RunResult>,
-) -> (Record, Option<SiteSet>) {
+    result: &mut Result<RunResult>,
+) -> (Record, Vec<u64>) {
     match result {
         Ok(r) => {
-            let set = SiteSet::from_bitset(&r.sites_hit);
+            let hit = std::mem::take(&mut r.sites_hit);
             let pass = r.verdict.is_pass();
             (
                 Record {
@@ -556,7 +702,7 @@ fn make_record(
                     preemptions: r.preemptions,
                     steps: r.steps,
                     schedule: trace::schedule_hash(&r.decisions),
-                    sites: set.id,
+                    sites: SiteSet::id_of(&hit),
                     ms,
                     races: r
                         .races
@@ -570,12 +716,11 @@ fn make_record(
                         })
                         .collect(),
                 },
-                Some(set),
+                hit,
             )
         }
         Err(e) => {
             let msg = one_line(e);
-            let set = SiteSet::from_bitset(&[]);
             (
                 Record {
                     seed,
@@ -587,11 +732,11 @@ fn make_record(
                     preemptions: 0,
                     steps: 0,
                     schedule: trace::schedule_hash(&[]),
-                    sites: set.id,
+                    sites: SiteSet::id_of(&[]),
                     ms,
                     races: Vec::new(),
                 },
-                Some(set),
+                Vec::new(),
             )
         }
     }

@@ -1,24 +1,30 @@
-//! The campaign journal, `journal.jsonl` in the output directory: one JSON
-//! object per line. The first line is the campaign header (what the campaign
-//! is, which shards it covers, its site table); then one line per finished
-//! run, and, before the first run that reached a given set of sites, that
-//! set. A run's line is written (in one `write`) as soon as it finishes, so a
-//! campaign killed at any point loses at most the runs that were in flight;
-//! `--resume` reads the journal, drops a torn last line and carries on.
+//! The per-run journal, `journal.jsonl.gz` in the campaign directory, kept
+//! only on request (`heddle fuzz --journal all`): one JSON object per line,
+//! gzip-compressed. The first line is the campaign header (what the campaign
+//! is, which shards it covers, its site table); then one line per counted
+//! run, in seed order, and, before the first run that reached a given set of
+//! sites, that set. Lines are written in batches, each a complete gzip
+//! member (a file of several members is one gzip stream to every reader).
+//!
+//! The journal is a record for analysis, not what a campaign resumes from
+//! (that is [`super::state`]): the state says how long the journal was at
+//! its checkpoint, and `--resume` cuts the journal back to that length.
+//!
+//! This module also owns the identity and run record types that the state
+//! and the summary are made of.
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// Journal format version.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// The journal's file name inside a campaign directory.
-pub const FILE: &str = "journal.jsonl";
+pub const FILE: &str = "journal.jsonl.gz";
 
 /// What a campaign is: two directories with the same identity hold runs of
 /// the same campaign (e.g. two shards of it) and can be merged.
@@ -176,12 +182,10 @@ pub enum Line {
 pub struct Journal {
     /// Its header.
     pub header: Header,
-    /// Finished runs, in the order they were written.
+    /// Runs, in the order they were written.
     pub records: Vec<Record>,
     /// Site sets by id.
     pub site_sets: BTreeMap<u64, Vec<u32>>,
-    /// Bytes of complete lines (a torn last line is after this).
-    pub valid_len: u64,
 }
 
 impl Journal {
@@ -190,11 +194,18 @@ impl Journal {
         dir.join(FILE)
     }
 
-    /// Reads a journal. A last line without its newline (the process died
-    /// while writing it) is ignored; anything else malformed is an error.
+    /// Reads a journal. A last batch cut short (the process died while
+    /// writing it) and a last line without its newline are ignored;
+    /// anything else malformed is an error.
     pub fn read(path: &Path) -> Result<Journal> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let raw = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut bytes = Vec::new();
+        let mut dec = flate2::read::MultiGzDecoder::new(&raw[..]);
+        if let Err(e) = dec.read_to_end(&mut bytes) {
+            if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                bail!("corrupt journal {}: {e}", path.display());
+            }
+        }
         let corrupt = |n: usize, what: String| {
             anyhow::anyhow!("corrupt journal {}: line {n}: {what}", path.display())
         };
@@ -252,51 +263,32 @@ impl Journal {
             header,
             records,
             site_sets,
-            valid_len: valid_len as u64,
         })
     }
 }
 
 /// Lines kept in memory before they are written: at most this many bytes…
 const FLUSH_BYTES: usize = 256 << 10;
-/// …or lines this old. A process killed with SIGKILL loses at most the
-/// runs of the last interval (the journal keeps whole lines; `--resume`
-/// reruns the seeds it lacks).
+/// …or lines this old.
 const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Appends lines to a journal; shared by worker threads. Lines are
-/// buffered and written in batches (one `write` per batch, not per run);
-/// [`Writer::sync`] and dropping the writer write what is pending.
+/// Appends lines to a journal. Lines are buffered and written in batches,
+/// one gzip member per batch; [`Writer::flush`] and dropping the writer
+/// write what is pending.
 pub struct Writer {
-    inner: Mutex<Batch>,
-}
-
-struct Batch {
     file: File,
     buf: Vec<u8>,
     /// When the oldest buffered line was added.
     since: Option<std::time::Instant>,
-}
-
-impl Batch {
-    fn write_out(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            let r = self.file.write_all(&self.buf);
-            self.buf.clear();
-            self.since = None;
-            r.context("cannot write the campaign journal")?;
-        }
-        Ok(())
-    }
+    /// Bytes in the file.
+    len: u64,
+    /// Site sets already in the journal.
+    seen: BTreeSet<u64>,
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        let _ = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .write_out();
+        let _ = self.flush();
     }
 }
 
@@ -307,60 +299,78 @@ impl Writer {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let mut text = serde_json::to_string(&Line::Campaign(header.clone()))?;
-        text.push('\n');
-        crate::paths::write_atomic(path, text.as_bytes())?;
-        Self::open(path, text.len() as u64)
+        crate::paths::write_atomic(path, &[])?;
+        let mut w = Self::open(path, 0)?;
+        w.push(&Line::Campaign(header.clone()))?;
+        w.flush()?;
+        Ok(w)
     }
 
-    /// Continues the journal at `path` after its first `valid_len` bytes
-    /// (dropping a torn last line).
-    pub fn open(path: &Path, valid_len: u64) -> Result<Writer> {
+    /// Continues the journal at `path` after its first `len` bytes (what a
+    /// later checkpoint wrote is dropped). The site sets of the kept part
+    /// are read back, so that none is written twice.
+    pub fn open(path: &Path, len: u64) -> Result<Writer> {
         let file = OpenOptions::new()
             .write(true)
             .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        file.set_len(valid_len)
+        file.set_len(len)
             .with_context(|| format!("cannot truncate {}", path.display()))?;
         drop(file);
+        let seen = if len > 0 {
+            Journal::read(path)?.site_sets.into_keys().collect()
+        } else {
+            BTreeSet::new()
+        };
         let file = OpenOptions::new()
             .append(true)
             .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         Ok(Writer {
-            inner: Mutex::new(Batch {
-                file,
-                buf: Vec::new(),
-                since: None,
-            }),
+            file,
+            buf: Vec::new(),
+            since: None,
+            len,
+            seen,
         })
     }
 
-    /// Adds `lines`; they reach the file together, with a batch written
-    /// whole by one `write` call, or (if the process dies) not at all,
-    /// except for a torn tail.
-    pub fn append(&self, lines: &[Line]) -> Result<()> {
-        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        for l in lines {
-            serde_json::to_writer(&mut p.buf, l)?;
-            p.buf.push(b'\n');
+    fn push(&mut self, l: &Line) -> Result<()> {
+        serde_json::to_writer(&mut self.buf, l)?;
+        self.buf.push(b'\n');
+        Ok(())
+    }
+
+    /// Adds the line of a run, after the line of its site set (`hit`, a
+    /// bitset) when the journal does not have it yet.
+    pub fn append(&mut self, record: &Record, hit: &[u64]) -> Result<()> {
+        if self.seen.insert(record.sites) {
+            self.push(&Line::Sites(SiteSet::from_bitset(hit)))?;
         }
+        self.push(&Line::Run(record.clone()))?;
         let now = std::time::Instant::now();
-        let since = *p.since.get_or_insert(now);
-        if p.buf.len() >= FLUSH_BYTES || now.duration_since(since) >= FLUSH_AFTER {
-            p.write_out()?;
+        let since = *self.since.get_or_insert(now);
+        if self.buf.len() >= FLUSH_BYTES || now.duration_since(since) >= FLUSH_AFTER {
+            self.flush()?;
         }
         Ok(())
     }
 
-    /// Writes the pending lines and flushes the journal to stable storage.
-    pub fn sync(&self) -> Result<()> {
-        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        p.write_out()?;
-        p.file
-            .sync_data()
-            .context("cannot sync the campaign journal")?;
-        Ok(())
+    /// Writes the pending lines (one gzip member) and returns the file's
+    /// length.
+    pub fn flush(&mut self) -> Result<u64> {
+        if !self.buf.is_empty() {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(&self.buf)?;
+            let member = enc.finish()?;
+            self.buf.clear();
+            self.since = None;
+            self.file
+                .write_all(&member)
+                .context("cannot write the campaign journal")?;
+            self.len += member.len() as u64;
+        }
+        Ok(self.len)
     }
 }
 
@@ -397,52 +407,45 @@ mod tests {
             preemptions: 1,
             steps: 9,
             schedule: seed * 7,
-            sites: 5,
+            sites: SiteSet::id_of(&[0b110]),
             ms: seed,
             races: vec![],
         }
     }
 
     #[test]
-    fn torn_tail_is_dropped_and_corruption_is_an_error() {
+    fn torn_tails_are_dropped_and_corruption_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE);
-        let w = Writer::create(&path, &header()).unwrap();
-        w.append(&[
-            Line::Sites(SiteSet {
-                id: 5,
-                hit: vec![1, 2],
-            }),
-            Line::Run(record(0)),
-        ])
-        .unwrap();
-        w.append(&[Line::Run(record(1))]).unwrap();
+        let mut w = Writer::create(&path, &header()).unwrap();
+        w.append(&record(0), &[0b110]).unwrap();
+        let at = w.flush().unwrap();
+        w.append(&record(1), &[0b110]).unwrap();
         drop(w);
         let full = std::fs::read(&path).unwrap();
-        // Torn: the last line lost its end.
-        std::fs::write(&path, &full[..full.len() - 5]).unwrap();
         let j = Journal::read(&path).unwrap();
-        assert_eq!(j.records.len(), 1);
-        let w = Writer::open(&path, j.valid_len).unwrap();
-        w.append(&[Line::Run(record(1))]).unwrap();
+        assert_eq!(j.records.len(), 2);
+        assert_eq!(j.site_sets.len(), 1);
+        // Torn: the last batch lost its end.
+        let cut = at as usize + (full.len() - at as usize) / 2;
+        std::fs::write(&path, &full[..cut]).unwrap();
+        assert_eq!(Journal::read(&path).unwrap().records.len(), 1);
+        // Cut back to a checkpoint and continued: the same bytes.
+        let mut w = Writer::open(&path, at).unwrap();
+        w.append(&record(1), &[0b110]).unwrap();
         drop(w);
         assert_eq!(std::fs::read(&path).unwrap(), full);
-        // A malformed complete line.
-        let mut bad = full.clone();
-        bad.extend_from_slice(b"{\"t\":\"run\",\"seed\":\n");
-        std::fs::write(&path, &bad).unwrap();
+        // Not gzip at all.
+        std::fs::write(&path, b"{\"t\":\"run\"}\n").unwrap();
         let e = Journal::read(&path).unwrap_err().to_string();
-        assert!(e.contains("corrupt journal") && e.contains("line 5"), "{e}");
+        assert!(e.contains("corrupt journal"), "{e}");
         // A duplicate seed.
-        let mut dup = full.clone();
-        let line = serde_json::to_string(&Line::Run(record(1))).unwrap();
-        dup.extend_from_slice(format!("{line}\n").as_bytes());
-        std::fs::write(&path, &dup).unwrap();
+        let mut w = Writer::create(&path, &header()).unwrap();
+        w.append(&record(1), &[0b110]).unwrap();
+        w.append(&record(1), &[0b110]).unwrap();
+        drop(w);
         let e = Journal::read(&path).unwrap_err().to_string();
         assert!(e.contains("appears twice"), "{e}");
-        // No header.
-        std::fs::write(&path, format!("{line}\n")).unwrap();
-        assert!(Journal::read(&path).is_err());
     }
 
     #[test]

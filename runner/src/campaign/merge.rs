@@ -1,10 +1,21 @@
 //! `heddle merge`: the campaign directories of shards (or of earlier
 //! merges) combined into one campaign directory, whose summary is the one
-//! the unsharded campaign would have written.
+//! the unsharded campaign would have written over the same seeds.
+//!
+//! Any set of shard outputs merges: shards may be missing, have stopped at
+//! different seeds, or appear more than once (a retried job, a resumed
+//! copy). Every shard state counts the seeds of its shard below its
+//! frontier, so of several states of one shard the one that got furthest
+//! holds the others' runs, and is the one kept; the others' runs are
+//! reported as duplicates. The merge reads one state at a time, twice
+//! (first to choose, then to add up), so its memory does not grow with the
+//! number of runs or of inputs, and its result does not depend on the order
+//! of its inputs.
 
-use super::exec::identity_difference;
-use super::journal::{Journal, Line, Writer};
-use super::summary::{self, Summary, Timing};
+use super::exec::{identity_difference, replay_files};
+use super::journal::Identity;
+use super::state::{Aggregate, Coverage, ShardState};
+use super::summary::{self, Source, Summary, Timing};
 use super::Shard;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -12,136 +23,258 @@ use std::path::{Path, PathBuf};
 
 /// What a merge produced.
 pub struct Merged {
-    /// The merged journal.
-    pub journal: Journal,
     /// Its summary.
     pub summary: Summary,
     /// Its timing part.
     pub timing: Timing,
+    /// The counted runs.
+    pub stats: Aggregate,
+    /// Which seeds the inputs covered.
+    pub coverage: CoverageReport,
     /// Replay files the summary names that no input directory had.
     pub missing_replays: Vec<String>,
 }
 
+/// Which seeds the merged inputs covered.
+#[derive(Debug, Clone, Default)]
+pub struct CoverageReport {
+    /// Shards the campaign was split into.
+    pub count: u32,
+    /// Shard states read.
+    pub states: usize,
+    /// Runs counted in the merge.
+    pub runs: u64,
+    /// Runs of states that another state of the same shard also holds
+    /// (counted once).
+    pub duplicate_runs: u64,
+    /// Seeds of the campaign no input ran (bounded campaigns only).
+    pub seeds_not_run: Option<u64>,
+    /// One line per shard that is missing or stopped early.
+    pub holes: Vec<String>,
+}
+
+/// One input state, as the first pass sees it.
+struct Candidate {
+    path: PathBuf,
+    shard: Shard,
+    frontier: u64,
+    runs: u64,
+    finished: bool,
+    /// A hash of the file, to choose between equal states whatever the
+    /// order of the inputs.
+    digest: u64,
+}
+
 /// Merges the campaign directories `dirs` into `out` (which may be one of
-/// them): journal, summary and the replay file of each distinct failure.
+/// them): shard states, summary and the replay file of each distinct
+/// failure.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged> {
     if dirs.is_empty() {
         bail!("merge: no campaign directories given");
     }
-    let mut journals = Vec::new();
+    // Pass 1: what each state covers.
+    let mut identity: Option<(PathBuf, Identity)> = None;
+    let mut candidates: Vec<Candidate> = Vec::new();
     for d in dirs {
-        let path = Journal::path(d);
-        if !path.exists() {
+        if !d.is_dir() {
+            bail!("{}: not a campaign directory", d.display());
+        }
+        let files = ShardState::list(d)?;
+        if files.is_empty() {
+            let old = d.join("journal.jsonl").exists();
             bail!(
-                "{}: not a campaign directory (no {})",
+                "{}: not a campaign directory (no state-K-of-N.json{})",
                 d.display(),
-                super::journal::FILE
+                if old {
+                    "; its journal.jsonl was written by an older heddle"
+                } else {
+                    ""
+                }
             );
         }
-        journals.push((d.clone(), Journal::read(&path)?));
-    }
-    let (first_dir, first) = &journals[0];
-    let mut header = first.header.clone();
-    let mut shards: BTreeMap<Shard, PathBuf> = BTreeMap::new();
-    let mut records = BTreeMap::new();
-    let mut site_sets = BTreeMap::new();
-    for (dir, j) in &journals {
-        if j.header.identity != first.header.identity {
-            bail!(
-                "{} and {} hold different campaigns ({})",
-                first_dir.display(),
-                dir.display(),
-                identity_difference(&first.header.identity, &j.header.identity)
-            );
-        }
-        for s in &j.header.shards {
-            let shard: Shard = s
-                .parse()
-                .with_context(|| format!("corrupt journal in {}", dir.display()))?;
-            if let Some(n) = shards.keys().next().map(|k| k.count) {
-                if n != shard.count {
+        for path in files {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let s = ShardState::read(&path)?;
+            match &mut identity {
+                None => identity = Some((path.clone(), s.identity.clone())),
+                Some((first, id)) => {
+                    let mut theirs = s.identity.clone();
+                    theirs.runs = id.runs;
+                    if theirs != *id {
+                        bail!(
+                            "{} and {} hold different campaigns ({})",
+                            first.display(),
+                            path.display(),
+                            identity_difference(id, &s.identity)
+                        );
+                    }
+                    // Shards given different budgets: the largest plan.
+                    id.runs = match (id.runs, s.identity.runs) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+            }
+            if let Some(c) = candidates.first() {
+                if c.shard.count != s.shard.count {
                     bail!(
-                        "{} is shard {shard} but others are shards of {n}",
-                        dir.display()
+                        "{} is shard {} but {} is shard {}: shards of different splits do not merge",
+                        path.display(),
+                        s.shard,
+                        c.path.display(),
+                        c.shard
                     );
                 }
             }
-            if let Some(other) = shards.insert(shard, dir.clone()) {
-                bail!(
-                    "shard {shard} appears in both {} and {}",
-                    other.display(),
-                    dir.display()
-                );
-            }
-        }
-        for r in &j.records {
-            if records.insert(r.seed, r.clone()).is_some() {
-                bail!(
-                    "seed {} appears in more than one directory ({})",
-                    r.seed,
-                    dir.display()
-                );
-            }
-        }
-        for (id, set) in &j.site_sets {
-            site_sets.insert(*id, set.clone());
+            candidates.push(Candidate {
+                digest: digest(&bytes),
+                shard: s.shard,
+                frontier: s.frontier,
+                runs: s.stats.runs,
+                finished: s.finished(),
+                path,
+            });
         }
     }
-    header.shards = shards.keys().map(|s| s.to_string()).collect();
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    // The replay files to carry over, read before anything in `out` changes.
-    let merged_view = Journal {
-        header: header.clone(),
-        records: records.values().cloned().collect(),
-        site_sets: site_sets.clone(),
-        valid_len: 0,
+    let Some((_, identity)) = identity else {
+        bail!("merge: no campaign state in the directories given");
     };
-    let summary = Summary::of(&merged_view);
-    let mut replays = Vec::new();
+    // Of the states of one shard, the one that got furthest.
+    let mut chosen: BTreeMap<u32, Candidate> = BTreeMap::new();
+    let mut duplicate_runs = 0;
+    for c in candidates {
+        let better = |a: &Candidate, b: &Candidate| {
+            (a.frontier, a.runs, std::cmp::Reverse(a.digest))
+                > (b.frontier, b.runs, std::cmp::Reverse(b.digest))
+        };
+        match chosen.get(&c.shard.index) {
+            Some(have) if !better(&c, have) => duplicate_runs += c.runs,
+            _ => {
+                if let Some(old) = chosen.insert(c.shard.index, c) {
+                    duplicate_runs += old.runs;
+                }
+            }
+        }
+    }
+    let count = chosen.values().next().map_or(1, |c| c.shard.count);
+
+    // Pass 2: add up the chosen states and copy them into `out`.
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut stats = Aggregate::new(identity.strategies.len());
+    let mut coverage = Coverage::new(identity.seed_start, count);
+    let mut sites = Vec::new();
+    let mut elapsed_ms = 0;
+    let mut states = Vec::new();
+    for c in chosen.values() {
+        let s = ShardState::read(&c.path)?;
+        stats.merge(&s.stats);
+        coverage.add(s.shard.index, s.frontier);
+        elapsed_ms = elapsed_ms.max(s.elapsed_ms);
+        if sites.is_empty() {
+            sites = s.sites.clone();
+        }
+        states.push(s.shard);
+        if c.path != ShardState::path(out, s.shard) {
+            s.write(out)?;
+        }
+    }
+    // States in `out` that are not part of this merge would be read by the
+    // next one.
+    for p in ShardState::list(out)? {
+        let keep = chosen.values().any(|c| ShardState::path(out, c.shard) == p);
+        if !keep {
+            std::fs::remove_file(&p).with_context(|| format!("cannot remove {}", p.display()))?;
+        }
+    }
+    let summary = Summary::of(&Source {
+        identity: &identity,
+        sites: &sites,
+        stats: &stats,
+        coverage: &coverage,
+    });
+    // The replay files, from the first directory (in name order) that has
+    // each; replay files are the same wherever their seed ran.
+    let mut sorted_dirs: Vec<&PathBuf> = dirs.iter().collect();
+    sorted_dirs.sort();
+    sorted_dirs.dedup();
     let mut missing_replays = Vec::new();
-    for f in summary.failure.iter().filter(|f| !f.replay.is_empty()) {
-        match dirs.iter().map(|d| d.join(&f.replay)).find(|p| p.exists()) {
+    for f in &summary.failure {
+        let target = out.join(&f.replay);
+        let found = sorted_dirs
+            .iter()
+            .map(|d| d.join(&f.replay))
+            .find(|p| p.exists());
+        match found {
+            Some(p) if p == target => {}
             Some(p) => {
                 let bytes =
                     std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
                 // The module shipped beside the replay travels with it.
-                let module = crate::trace::replay::ReplayFile::load(&p)?.module.file;
-                if let Some(name) = module {
-                    let m = p.with_file_name(&name);
-                    if let Ok(b) = std::fs::read(&m) {
-                        replays.push((name, b));
+                if let Some(name) = crate::trace::replay::ReplayFile::load(&p)?.module.file {
+                    if let Ok(b) = std::fs::read(p.with_file_name(&name)) {
+                        crate::paths::write_atomic(&out.join(&name), &b)?;
                     }
                 }
-                replays.push((f.replay.clone(), bytes));
+                crate::paths::write_atomic(&target, &bytes)?;
             }
             None => missing_replays.push(f.replay.clone()),
         }
     }
-    let path = Journal::path(out);
-    let w = Writer::create(&path, &header)?;
-    let mut lines: Vec<Line> = site_sets
-        .into_iter()
-        .map(|(id, hit)| Line::Sites(super::journal::SiteSet { id, hit }))
-        .collect();
-    lines.extend(records.into_values().map(Line::Run));
-    for chunk in lines.chunks(4096) {
-        w.append(chunk)?;
+    // Replay files of seeds that are not first of their signature (copied
+    // by an earlier merge, or left by a shard) go.
+    let keep: Vec<&str> = summary.failure.iter().map(|f| f.replay.as_str()).collect();
+    for (name, _) in replay_files(out, &identity.target)? {
+        if !keep.contains(&name.as_str()) {
+            let _ = std::fs::remove_file(out.join(&name));
+        }
     }
-    w.sync()?;
-    drop(w);
-    for (name, bytes) in &replays {
-        crate::paths::write_atomic(&out.join(name), bytes)?;
+    let mut holes = Vec::new();
+    for k in 1..=count {
+        match chosen.get(&k) {
+            None => holes.push(format!("shard {k}/{count}: no state")),
+            Some(c) if !c.finished => holes.push(format!(
+                "shard {k}/{count}: stopped before seed {}",
+                c.frontier
+            )),
+            Some(_) => {}
+        }
     }
-    let journal = Journal::read(&path)?;
-    let timing = Summary::timing(&journal, 0, None);
+    let all_finished = holes.is_empty();
+    let seeds_not_run = match identity.runs {
+        Some(r) if identity.keep_going => Some(r.saturating_sub(stats.runs)),
+        _ => None,
+    };
+    let timing = Summary::timing(
+        &stats,
+        states.iter().map(|s| s.to_string()).collect(),
+        all_finished,
+        0,
+        elapsed_ms,
+    );
     crate::paths::write_atomic(
         &out.join(summary::FILE),
         summary.file_text(&timing)?.as_bytes(),
     )?;
     Ok(Merged {
-        journal,
         summary,
         timing,
+        coverage: CoverageReport {
+            count,
+            states: chosen.len(),
+            runs: stats.runs,
+            duplicate_runs,
+            seeds_not_run,
+            holes,
+        },
+        stats,
         missing_replays,
+    })
+}
+
+/// FNV-1a of a file's bytes.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }

@@ -1,9 +1,10 @@
 //! Campaigns: many seeded runs of one target, in parallel, sharded across
 //! machines, resumable, with statistics.
 //!
-//! The pure parts live here and in [`journal`] and [`summary`]: which seeds a
+//! The pure parts live here and in [`state`], [`journal`] and [`summary`]: which seeds a
 //! campaign (or one shard of it) runs, which portfolio member runs each seed,
-//! the journal of finished runs, and the summary computed from it. The
+//! the state that aggregates finished runs (and the optional per-run
+//! journal), and the summary computed from the state. The
 //! parallel driver that executes runs is [`exec`].
 //!
 //! A campaign is identified by its [`journal::Identity`] (module, run
@@ -16,6 +17,8 @@ pub mod exec;
 pub mod feedback;
 pub mod journal;
 pub mod merge;
+pub mod sketch;
+pub mod state;
 pub mod summary;
 
 use anyhow::{bail, Result};

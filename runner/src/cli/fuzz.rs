@@ -2,7 +2,7 @@
 
 use super::run::{print_output, RunOpts, TargetOpts};
 use super::{EXIT_BUG, EXIT_OK};
-use crate::campaign::journal::Journal;
+use crate::campaign::state::Aggregate;
 use crate::campaign::summary::{self, Summary, Timing};
 use crate::campaign::{self, exec, SeedPlan, Shard};
 use crate::fuzz::{Fuzz, FuzzReport};
@@ -69,9 +69,22 @@ pub struct CampaignOpts {
     /// Print campaign statistics (also with -v).
     #[arg(long)]
     pub stats: bool,
-    /// Campaign directory: replay files, journal.jsonl, campaign.toml.
+    /// Campaign directory: replay files, campaign.toml, the state.
     #[arg(long, default_value = "heddle-out")]
     pub out: PathBuf,
+    /// `all`: also keep a per-run journal (journal.jsonl.gz); `none`
+    /// (default): only the state, whose size does not grow with the runs.
+    #[arg(long, value_enum, default_value = "none", value_name = "KEEP")]
+    pub journal: JournalKeep,
+}
+
+/// Which runs the campaign journals.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalKeep {
+    /// No per-run journal.
+    None,
+    /// Every counted run.
+    All,
 }
 
 impl CampaignOpts {
@@ -99,6 +112,8 @@ impl CampaignOpts {
             time_budget,
             out: self.out.clone(),
             resume: self.resume,
+            journal: self.journal == JournalKeep::All,
+            all_failing_seeds: false,
             progress,
         })
     }
@@ -129,7 +144,8 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     let mut text = super::text_out(json);
     let out = &mut *text;
     let plan = a.campaign.plan()?;
-    let opts = a.campaign.options()?;
+    let mut opts = a.campaign.options()?;
+    opts.all_failing_seeds = a.list_failures;
     // Strategy specs are checked before the target is built.
     let spec = a.run.strategy.as_deref().unwrap_or("default");
     let members = campaign::Portfolio::parse(spec)?;
@@ -214,7 +230,7 @@ fn print_outcome(
     let (o, dir, reports) = (&r.outcome, r.out.as_path(), &r.reports);
     let s = &o.summary;
     let total = s.stats.runs;
-    let resumed = o.journal.records.len() as u64 != o.session_runs;
+    let resumed = o.state.stats.runs != o.session_runs;
     writeln!(
         out,
         "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}{}",
@@ -247,7 +263,14 @@ fn print_outcome(
             None => String::new(),
         }
     )?;
-    print_findings(out, s, &o.journal, list, stats)?;
+    if o.abandoned > 0 {
+        writeln!(
+            out,
+            "{} finished run(s) after seed {} are not counted; --resume runs them again",
+            o.abandoned, o.state.frontier
+        )?;
+    }
+    print_findings(out, s, &o.state.stats, list, stats)?;
     for ((f, detailed), html) in o.failures.iter().zip(reports) {
         let text = detailed
             .as_ref()
@@ -287,7 +310,7 @@ fn print_outcome(
 fn print_findings(
     out: &mut dyn Write,
     s: &Summary,
-    j: &Journal,
+    a: &Aggregate,
     list: bool,
     stats: bool,
 ) -> std::io::Result<()> {
@@ -312,11 +335,22 @@ fn print_findings(
         }
     }
     if list {
-        for r in summary::counted(&j.header, &j.records)
-            .iter()
-            .filter(|r| r.failed())
-        {
-            writeln!(out, "failing seed {}: {}", r.seed, r.signature)?;
+        // The smallest failing seeds of each signature, in seed order.
+        let mut seeds: Vec<(u64, &str)> = Vec::new();
+        for (sig, f) in &a.failures {
+            seeds.extend(f.seeds.iter().map(|x| (*x, sig.as_str())));
+            if f.runs > f.seeds.len() as u64 {
+                writeln!(
+                    out,
+                    "{sig}: {} failing runs, the first {} listed (a session without --list-failures kept only those)",
+                    f.runs,
+                    f.seeds.len()
+                )?;
+            }
+        }
+        seeds.sort();
+        for (seed, sig) in seeds {
+            writeln!(out, "failing seed {seed}: {sig}")?;
         }
     }
     if stats {
@@ -440,8 +474,31 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         s.campaign.strategies.join(","),
         s.stats.failing_runs
     )?;
+    let c = &m.coverage;
+    writeln!(
+        out,
+        "coverage: {} shard state(s) of {}, {} runs{}{}",
+        c.states,
+        c.count,
+        c.runs,
+        match c.seeds_not_run {
+            Some(n) if n > 0 => format!(", {n} planned seeds not run"),
+            _ => String::new(),
+        },
+        if c.duplicate_runs > 0 {
+            format!(
+                ", {} duplicate runs counted once (a shard given more than once)",
+                c.duplicate_runs
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    for h in &c.holes {
+        writeln!(out, "  hole: {h}")?;
+    }
     let stats = a.stats || super::global().verbose > 0;
-    print_findings(out, s, &m.journal, a.list_failures, stats)?;
+    print_findings(out, s, &m.stats, a.list_failures, stats)?;
     for f in &s.failure {
         writeln!(out, "seed {}: {}", f.first_seed, f.summary)?;
         if !f.replay.is_empty() {

@@ -71,7 +71,7 @@ pub fn failure_docs(o: &Session, out: &Path, reports: &[Option<PathBuf>]) -> Vec
 }
 
 /// Each distinct data race of the campaign as a document, from a re-run of
-/// its first seed (the journal keeps only its summary).
+/// its first seed (the state keeps only its summary).
 pub fn race_docs(c: &Campaign, s: &Summary) -> Result<Vec<RaceDoc>> {
     let mut docs = Vec::new();
     for race in &s.race {
