@@ -11,7 +11,10 @@
 #   4. install make, autoconf and cmake (the projects in tests/projects)
 #      and headless Chromium (Debian's `chromium`) for the HTML report
 #      test, when it is missing;
-#   5. run the unit and end-to-end tests.
+#   5. install the schema validators and linters the deployment files are
+#      checked with (scripts/manifest-tools.sh: a Python venv under
+#      heddle's cache, ~10-25 s the first time);
+#   6. run the unit and end-to-end tests.
 #
 # `--slow` adds the slow tier: the tests marked
 # `#[ignore = "slow tier: scripts/test.sh --slow"]` (longer runs of tests
@@ -58,4 +61,6 @@ if ! command -v chromium >/dev/null 2>&1; then
     command -v chromium >/dev/null 2>&1 ||
         echo "warning: chromium could not be installed; the HTML report test will skip its browser check" >&2
 fi
+./scripts/manifest-tools.sh > /dev/null
+export HEDDLE_REQUIRE_MANIFEST_TOOLS=1
 cargo test --locked --workspace -- ${test_args[@]+"${test_args[@]}"}

@@ -8,6 +8,7 @@ mod campaign;
 mod common;
 mod compat;
 mod core;
+mod deploy;
 mod explore;
 mod instrument;
 mod library;
