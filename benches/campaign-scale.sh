@@ -31,7 +31,7 @@ measure() { # runs journal → "rss_kib bytes seconds"
     rm -rf "$dir"
 }
 
-echo "| runs | peak RSS | directory | peak RSS, `--journal all` | directory, `--journal all` | journal bytes/run |"
+echo '| runs | peak RSS | directory | peak RSS, `--journal all` | directory, `--journal all` | journal bytes/run |'
 echo "|---:|---:|---:|---:|---:|---:|"
 for e in $(seq 4 "$max"); do
     n=$((10 ** e))
