@@ -103,6 +103,11 @@ pub struct Outcome {
 /// flight), which `--resume` runs again.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// Finished runs parked above the frontier before a worker that finishes
+/// another one waits (a seed that takes long holds the frontier back; this
+/// bounds the memory it costs).
+const MAX_PENDING: usize = 1 << 16;
+
 /// Finished runs folded into the shard's state in seed order.
 struct Fold {
     state: ShardState,
@@ -385,7 +390,7 @@ impl Campaign<'_> {
                     }
                 }
             }
-            {
+            let backlog = {
                 let mut f = fold.lock().unwrap_or_else(|e| e.into_inner());
                 if let Err(e) = f.add(record, hit) {
                     return fail_with(e);
@@ -395,6 +400,20 @@ impl Campaign<'_> {
                     if let Err(e) = f.checkpoint(&opts.out, ms, jobs as u64) {
                         return fail_with(e);
                     }
+                }
+                f.pending.len()
+            };
+            if backlog >= MAX_PENDING {
+                // A slow seed holds the frontier back: wait for it rather
+                // than park runs without bound. The seed is closed first,
+                // so that no run waiting for its generation waits for us.
+                drop(closer);
+                while fold.lock().unwrap_or_else(|e| e.into_inner()).pending.len() >= MAX_PENDING
+                    && crate::interrupt::requested().is_none()
+                    && deadline.is_none_or(|d| Instant::now() < d)
+                    && error.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+                {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
             let n = session_runs.fetch_add(1, Ordering::Relaxed) + 1;
