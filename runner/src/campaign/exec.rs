@@ -553,9 +553,9 @@ impl Campaign<'_> {
     }
 
     /// Makes sure each distinct failure has the replay file of its first
-    /// seed, and removes replay files of later counted seeds written on the
-    /// way (a replay file of a seed past the frontier stays: `--resume`
-    /// counts its run).
+    /// seed, and removes the other replay files written on the way (but
+    /// while the campaign is not finished, a replay file of a seed past the
+    /// frontier stays: `--resume` counts its run).
     fn finish_replays(
         &self,
         out: &Path,
@@ -566,7 +566,7 @@ impl Campaign<'_> {
         let id = &state.identity;
         let keep: BTreeSet<&str> = s.failure.iter().map(|f| f.replay.as_str()).collect();
         for (name, seed) in replay_files(out, &id.target)? {
-            if seed < state.frontier && !keep.contains(name.as_str()) {
+            if (seed < state.frontier || state.finished()) && !keep.contains(name.as_str()) {
                 let _ = std::fs::remove_file(out.join(&name));
             }
         }
