@@ -182,6 +182,12 @@ impl Campaign<'_> {
         let shard = self.plan.shard;
         let path = ShardState::path(&opts.out, shard);
         if !opts.resume {
+            // A new campaign replaces whatever campaign the directory held.
+            for p in ShardState::list(&opts.out)? {
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("cannot remove {}", p.display()))?;
+            }
+            let _ = std::fs::remove_file(Journal::path(&opts.out));
             let mut s = ShardState::new(identity, shard, site_names(self.program));
             s.frontier = s.next_seed(s.frontier);
             return Ok(s);
