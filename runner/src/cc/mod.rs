@@ -20,6 +20,7 @@
 
 pub(crate) mod bootstrap;
 pub mod compile;
+pub mod distro;
 pub(crate) mod flags;
 pub(crate) mod glue;
 pub(crate) mod libcxx;
