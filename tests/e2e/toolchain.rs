@@ -4,13 +4,15 @@
 //! rejects signature-mismatch stubs and reports its error paths in one line
 //! (compile errors with clang's diagnostic below); `heddle toolchain doctor`
 //! names exactly the components that are missing and `install` is
-//! idempotent; `--legacy`, C++ (with the thread library of heddle's libc++
-//! build) and the guest SDK compatibility library work;
+//! idempotent; on a system it cannot install on (an os-release fixture named
+//! by HEDDLE_OS_RELEASE) doctor says so in one line per problem and install
+//! fails in one line; `--legacy`, C++ (with the thread library of heddle's
+//! libc++ build) and the guest SDK compatibility library work;
 //! the sysroot's headers (Debian trixie's wasi-libc) agree with its libc.a
 //! (rustup's wasi-libc) on the layout of the types the two share.
 //!
-//! Anything that changes the environment (HEDDLE_CACHE_DIR, WASI_SDK_PATH)
-//! does it on a child `heddle` process only.
+//! Anything that changes the environment (HEDDLE_CACHE_DIR, WASI_SDK_PATH,
+//! HEDDLE_OS_RELEASE) does it on a child `heddle` process only.
 
 use crate::common::*;
 use heddle::modinfo::{ImportKind, ModuleInfo};
@@ -463,6 +465,179 @@ fn doctor_with_a_nonexistent_wasi_sdk_names_the_path() {
             d.stdout
         );
     }
+}
+
+/// An os-release fixture under `tests/data/os-release/`, relative to the
+/// repo root (the working directory of every `heddle()` child).
+fn os_release(name: &str) -> String {
+    format!("tests/data/os-release/{name}")
+}
+
+/// `heddle args…` as on the system `os_release` describes, with an
+/// unrelated cache and without WASI_SDK_PATH.
+fn heddle_on(os_release: &str, cache: &Path, args: &[&str]) -> Output {
+    heddle()
+        .args(args)
+        .env_remove("WASI_SDK_PATH")
+        .env("HEDDLE_OS_RELEASE", os_release)
+        .env("HEDDLE_CACHE_DIR", cache)
+        .output()
+        .expect("run heddle")
+}
+
+/// The lines of `out`'s stdout that are not empty.
+fn stdout_lines(out: &Output) -> Vec<String> {
+    stdout_of(out)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn doctor_on_an_unsupported_system_says_what_is_missing_one_line_each() {
+    let cache = tempdir();
+    let out = heddle_on(
+        &os_release("fedora-40"),
+        cache.path(),
+        &["toolchain", "doctor"],
+    );
+    let lines = stdout_lines(&out);
+    assert_eq!(out.status.code(), Some(1), "{lines:#?}");
+    assert_eq!(stderr_of(&out), "", "doctor reports on stdout only");
+    let problems: Vec<(&str, &str)> = lines[..lines.len() - 1]
+        .iter()
+        .map(|l| {
+            let rest = l
+                .strip_prefix("MISSING  ")
+                .unwrap_or_else(|| panic!("every line but the last is a problem: `{l}`"));
+            let (name, fix) = rest.split_once("  ").expect("name, then its fix");
+            (name.trim(), fix.trim())
+        })
+        .collect();
+    let names: Vec<&str> = problems.iter().map(|p| p.0).collect();
+    assert_eq!(
+        names,
+        [
+            "supported system",
+            "wasi-sdk (WASI_SDK_PATH)",
+            "guest SDK library"
+        ],
+        "{lines:#?}"
+    );
+    assert_eq!(
+        problems[0].1,
+        "Fedora Linux 40 (Container Image) is not supported by `heddle toolchain install` (it supports Debian 12 and 13, Ubuntu 22.04 and 24.04)"
+    );
+    assert!(
+        problems[1].1.contains("wasi-sdk >= 22")
+            && problems[1].1.contains("WASI_SDK_PATH=/path/to/wasi-sdk"),
+        "{}",
+        problems[1].1
+    );
+    assert!(
+        problems[2].1.contains("WASI_SDK_PATH") && problems[2].1.contains("toolchain install"),
+        "{}",
+        problems[2].1
+    );
+    assert_eq!(lines.last().unwrap(), "3 component(s) missing");
+    for debian in DEBIAN_PACKAGES.iter().chain(CACHE_COMPONENTS) {
+        if *debian != GUEST_SDK {
+            assert!(
+                !lines.iter().any(|l| l.contains(debian)),
+                "`{debian}` means nothing on Fedora: {lines:#?}"
+            );
+        }
+    }
+
+    // install and a compile fail in one line, naming the system and the
+    // alternative, before touching anything.
+    let want = "heddle: error: Fedora Linux 40 (Container Image) is not supported by `heddle toolchain install` (it supports Debian 12 and 13, Ubuntu 22.04 and 24.04); set WASI_SDK_PATH=/path/to/wasi-sdk to use a wasi-sdk >= 22 instead";
+    for args in [
+        &["toolchain", "install"][..],
+        &["cc", "targets/race_bank.c", "-c", "-o", "/dev/null"],
+        &["run", "targets/race_bank.c"],
+    ] {
+        let out = heddle_on(&os_release("fedora-40"), cache.path(), args);
+        assert_one_line_error(&out, want);
+        assert_eq!(stderr_of(&out).trim_end(), want, "{args:?}");
+    }
+    let created: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert!(created.is_empty(), "nothing may be installed: {created:?}");
+}
+
+#[test]
+fn doctor_without_an_os_release_file_says_it_cannot_tell() {
+    let cache = tempdir();
+    let missing = cache.path().join("no-os-release");
+    for (file, why) in [
+        (path_str(&missing).to_string(), "no such file"),
+        (os_release("garbage"), "no ID= line"),
+    ] {
+        let out = heddle_on(&file, cache.path(), &["toolchain", "doctor"]);
+        let lines = stdout_lines(&out);
+        assert_eq!(out.status.code(), Some(1), "{lines:#?}");
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("MISSING  supported system")
+                && lines[0].contains(&format!(
+                    "cannot tell which system this is ({file}: {why}; HEDDLE_OS_RELEASE names another file)"
+                )),
+            "{lines:#?}"
+        );
+        let out = heddle_on(&file, cache.path(), &["toolchain", "install"]);
+        assert_one_line_error(&out, "set WASI_SDK_PATH=/path/to/wasi-sdk");
+    }
+}
+
+#[test]
+fn doctor_names_the_system_and_its_sources_on_each_supported_one() {
+    toolchain(); // the LLVM packages this machine has stand in for each system's
+    let cache = tempdir();
+    let trixie_headers = "wasi-libc headers (Debian trixie wasi-libc)";
+    for (file, system, headers) in [
+        ("debian-12", "Debian 12 (bookworm)", trixie_headers),
+        (
+            "debian-13",
+            "Debian 13 (trixie)",
+            "wasi-libc headers (wasi-libc)",
+        ),
+        ("ubuntu-22.04", "Ubuntu 22.04 (jammy)", trixie_headers),
+        ("ubuntu-24.04", "Ubuntu 24.04 (noble)", trixie_headers),
+        (
+            "linuxmint-21.3",
+            "Linux Mint 21.3 (as Ubuntu 22.04 (jammy))",
+            trixie_headers,
+        ),
+    ] {
+        let path = os_release(file);
+        let out = heddle_on(&path, cache.path(), &["toolchain", "doctor"]);
+        let lines = stdout_lines(&out);
+        assert_eq!(
+            lines[0],
+            format!("system   {system}, per {path}"),
+            "{lines:#?}"
+        );
+        assert_eq!(out.status.code(), Some(1), "empty cache: {lines:#?}");
+        let missing: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("MISSING  "))
+            .collect();
+        assert!(
+            missing.iter().any(|l| l.starts_with(headers)),
+            "{file}: {lines:#?}"
+        );
+        for name in DEBIAN_PACKAGES {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("ok") && l.contains(name)),
+                "{file}: `{name}` is found where every plan puts it: {lines:#?}"
+            );
+        }
+    }
+    let created: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert!(created.is_empty(), "doctor installs nothing: {created:?}");
 }
 
 /// `heddle toolchain install` into `cache`; on a machine that cannot reach
@@ -1410,6 +1585,24 @@ fn a_wasi_sdk_named_by_wasi_sdk_path_is_used() {
     let module = sdk.path().join("race_bank.wasm");
     let cc = with_sdk(&["cc", "targets/race_bank.c", "-o", module.to_str().unwrap()]);
     assert_eq!(cc.status.code(), Some(0), "{}", text(&cc.stderr));
+    // Whatever the system: with WASI_SDK_PATH, heddle does not ask.
+    let anywhere = heddle()
+        .env("WASI_SDK_PATH", sdk.path())
+        .env("HEDDLE_OS_RELEASE", os_release("fedora-40"))
+        .args(["toolchain", "doctor"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        anywhere.status.code(),
+        Some(0),
+        "{}",
+        text(&anywhere.stdout)
+    );
+    assert!(
+        !text(&anywhere.stdout).contains("system"),
+        "{}",
+        text(&anywhere.stdout)
+    );
     let bytes = std::fs::read(&module).unwrap();
     heddle::modinfo::ModuleInfo::parse(&bytes)
         .unwrap()

@@ -1,5 +1,5 @@
 //! libc++ and libc++abi with threads, built once from Debian's LLVM 19
-//! sources (Debian flavour).
+//! sources (apt flavour: Debian and Ubuntu).
 //!
 //! Debian's `libc++-19-dev-wasm32` is built without threads: it has no
 //! `std::thread`/`std::mutex`, and its objects lack the `atomics` and
@@ -7,9 +7,12 @@
 //! `std::string` member cannot be linked into a shared-memory module. heddle
 //! therefore builds its own:
 //!
-//! 1. `apt-get source --download-only llvm-toolchain-19` with a private apt
-//!    configuration (a `deb-src` line for bookworm on the mirror the machine
-//!    already uses; the system's sources are never touched);
+//! 1. the sources ([`LlvmSources`], chosen by the system's plan): on Debian
+//!    12, `apt-get source --download-only llvm-toolchain-19` with a private
+//!    apt configuration (a `deb-src` line for bookworm on the mirror the
+//!    machine already uses; the system's sources are never touched);
+//!    elsewhere the same orig tarball from Debian's pool, checked against
+//!    its SHA-256 ([`super::distro::LLVM_ORIG`]);
 //! 2. only `cmake/ runtimes/ libcxx/ libcxxabi/ llvm/cmake/` are extracted
 //!    from the orig tarball (without the test suites);
 //! 3. CMake (`runtimes`, `LLVM_ENABLE_RUNTIMES=libcxx;libcxxabi`) + ninja
@@ -18,12 +21,14 @@
 //!    exceptions off (heddle compiles C++ with `-fno-exceptions`), no unwinder;
 //! 4. headers and `libc++.a`, `libc++abi.a` are installed into
 //!    `<cache>/toolchain/libcxx-19-<key>` (`include/c++/v1`, `lib/`), where
-//!    `<key>` hashes [`FORMAT`] and the configuration, with a `STAMP` naming
-//!    the source package version. The sources and the build tree are deleted.
+//!    `<key>` hashes [`FORMAT`], where the sources come from and the
+//!    configuration, with a `STAMP` naming the sources' version. The
+//!    sources and the build tree are deleted.
 //!
 //! The sysroot ([`super::bootstrap`]) links these in. The whole step takes
 //! one to two minutes on two cores.
 
+use super::distro::LlvmSources;
 use crate::paths;
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -35,8 +40,6 @@ use std::time::Instant;
 pub const FORMAT: &str = "heddle-libcxx-2";
 /// The Debian source package the sources come from.
 pub const SOURCE_PACKAGE: &str = "llvm-toolchain-19";
-/// The Debian suite whose `deb-src` index is searched.
-const SUITE: &str = "bookworm";
 const TRIPLE: &str = "wasm32-wasip1-threads";
 
 /// What the build needs from the rest of the toolchain.
@@ -49,7 +52,9 @@ pub struct Inputs<'a> {
     pub libc_include: &'a Path,
     /// rustup's `self-contained` directory (threads `libc.a`, `crt1-*.o`).
     pub libc_lib: &'a Path,
-    /// The Debian mirror for the `deb-src` line.
+    /// Where the sources come from.
+    pub sources: &'a LlvmSources,
+    /// The Debian mirror they are fetched from.
     pub mirror: &'a str,
 }
 
@@ -109,9 +114,18 @@ const SOURCE_DIRS: &[&str] = &["cmake", "runtimes", "libcxx", "libcxxabi", "llvm
 /// Parts of those not needed for the libraries (most of the tarball's files).
 const SOURCE_EXCLUDES: &[&str] = &["libcxx/test", "libcxxabi/test", "libcxx/benchmarks"];
 
+/// What the key says of the sources (as it always has for bookworm's
+/// `deb-src`, so that an existing build keeps its directory).
+fn sources_key(sources: &LlvmSources) -> String {
+    match sources {
+        LlvmSources::DebianSuite(suite) => format!("{SOURCE_PACKAGE} {suite}"),
+        LlvmSources::Pinned(f) => format!("{} sha256:{}", f.name(), f.sha256),
+    }
+}
+
 /// The directory name for this configuration: `libcxx-19-<key>`.
-pub fn dir_name() -> String {
-    let mut key = format!("{FORMAT}\n{SOURCE_PACKAGE} {SUITE}\n");
+pub fn dir_name(sources: &LlvmSources) -> String {
+    let mut key = format!("{FORMAT}\n{}\n", sources_key(sources));
     for f in TARGET_FLAGS {
         key.push_str(f);
         key.push('\n');
@@ -123,8 +137,8 @@ pub fn dir_name() -> String {
 }
 
 /// The install directory under `toolchain_dir`.
-pub fn dir(toolchain_dir: &Path) -> PathBuf {
-    toolchain_dir.join(dir_name())
+pub fn dir(toolchain_dir: &Path, sources: &LlvmSources) -> PathBuf {
+    toolchain_dir.join(dir_name(sources))
 }
 
 /// Headers (`c++/v1`) of an install.
@@ -200,40 +214,34 @@ fn run_step(step: &str, cmd: &mut Command, log: &Path) -> Result<Vec<u8>> {
     Err(step_error(step, main, Some(log)))
 }
 
-/// Downloads the sources, builds and installs libc++/libc++abi into
-/// [`dir`]`(toolchain_dir)`. The caller holds the toolchain lock.
-pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
-    let target = dir(toolchain_dir);
-    let scratch = toolchain_dir.join("libcxx-build");
-    let _ = fs::remove_dir_all(&scratch);
-    fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
-    let log = scratch.join("failed-step.log");
-
-    // 1. The source package, with a private apt configuration.
-    let t0 = Instant::now();
+/// `apt-get source --download-only` of [`SOURCE_PACKAGE`] from `suite` into
+/// `download`, with a private apt configuration under `scratch`. Returns the
+/// orig tarball(s) and what the stamp says of them.
+fn fetch_from_suite(
+    suite: &str,
+    mirror: &str,
+    scratch: &Path,
+    download: &Path,
+    log: &Path,
+) -> Result<(Vec<PathBuf>, String)> {
     eprintln!(
-        "heddle: fetching LLVM 19 sources (Debian {SUITE} source package {SOURCE_PACKAGE}, ~165 MB)"
+        "heddle: fetching LLVM 19 sources (Debian {suite} source package {SOURCE_PACKAGE}, ~165 MB)"
     );
     let apt = scratch.join("apt");
     let lists = apt.join("lists");
     fs::create_dir_all(lists.join("partial"))?;
     fs::create_dir_all(apt.join("cache/archives/partial"))?;
     let sources = apt.join("sources.list");
-    fs::write(
-        &sources,
-        format!("deb-src {} {SUITE} main\n", inputs.mirror),
-    )?;
+    fs::write(&sources, format!("deb-src {mirror} {suite} main\n"))?;
     let opts = super::bootstrap::private_apt_options(&sources, &lists, &apt.join("cache"));
-    let download = scratch.join("download");
-    fs::create_dir_all(&download)?;
     let step = "`apt-get update` (deb-src index)";
     let warnings = run_step(
         step,
         Command::new("apt-get")
             .args(&opts)
             .args(["-q", "update"])
-            .current_dir(&download),
-        &log,
+            .current_dir(download),
+        log,
     )?;
     // apt-get update exits 0 when the mirror cannot be reached, with a warning.
     if let Some(line) = String::from_utf8_lossy(&warnings)
@@ -241,9 +249,8 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
         .find(|l| l.contains("Failed to fetch") || l.starts_with("E:"))
     {
         bail!(
-            "building libc++ failed at {step}: {} (mirror {}; set HEDDLE_DEBIAN_MIRROR to use another)",
+            "building libc++ failed at {step}: {} (mirror {mirror}; set HEDDLE_DEBIAN_MIRROR to use another)",
             line.trim(),
-            inputs.mirror
         );
     }
     run_step(
@@ -251,10 +258,10 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
         Command::new("apt-get")
             .args(&opts)
             .args(["-q", "source", "--download-only", SOURCE_PACKAGE])
-            .current_dir(&download),
-        &log,
+            .current_dir(download),
+        log,
     )?;
-    let mut origs: Vec<PathBuf> = fs::read_dir(&download)?
+    let mut origs: Vec<PathBuf> = fs::read_dir(download)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -269,7 +276,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
             download.display()
         );
     }
-    let version = fs::read_dir(&download)?
+    let version = fs::read_dir(download)?
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .find_map(|n| {
@@ -278,12 +285,45 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| "unknown".to_string());
+    Ok((origs, format!("{SOURCE_PACKAGE} {version} ({suite})")))
+}
+
+/// Downloads the sources, builds and installs libc++/libc++abi into
+/// [`dir`]`(toolchain_dir, inputs.sources)`. The caller holds the toolchain
+/// lock.
+pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
+    let target = dir(toolchain_dir, inputs.sources);
+    let name = dir_name(inputs.sources);
+    let scratch = toolchain_dir.join("libcxx-build");
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+    let log = scratch.join("failed-step.log");
+
+    // 1. The sources.
+    let t0 = Instant::now();
+    let download = scratch.join("download");
+    fs::create_dir_all(&download)?;
+    let (origs, described) = match inputs.sources {
+        LlvmSources::DebianSuite(suite) => {
+            fetch_from_suite(suite, inputs.mirror, &scratch, &download, &log)?
+        }
+        LlvmSources::Pinned(f) => {
+            eprintln!(
+                "heddle: fetching LLVM 19 sources ({} from {}, ~165 MB)",
+                f.name(),
+                inputs.mirror
+            );
+            let orig = super::bootstrap::fetch_pinned(inputs.mirror, f, &download)
+                .context("building libc++ failed at the download")?;
+            (vec![orig], f.name().to_string())
+        }
+    };
     let fetched = t0.elapsed();
 
     // 2. Only the directories the runtimes build reads.
     let t1 = Instant::now();
     eprintln!(
-        "heddle: building libc++ with threads from LLVM 19 sources ({SOURCE_PACKAGE} {version}; one-time, ~2 min)"
+        "heddle: building libc++ with threads from LLVM 19 sources ({described}; one-time, ~2 min)"
     );
     let src = scratch.join("src");
     fs::create_dir_all(&src)?;
@@ -341,7 +381,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
     )?;
 
     // 4. Configure, build, install.
-    let prefix = toolchain_dir.join(format!("{}.tmp", dir_name()));
+    let prefix = toolchain_dir.join(format!("{name}.tmp"));
     let _ = fs::remove_dir_all(&prefix);
     let build = scratch.join("build");
     fs::create_dir_all(&build)?;
@@ -418,7 +458,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
     // how long it took.
     fs::write(
         prefix.join("STAMP"),
-        format!("{FORMAT}\nsource {SOURCE_PACKAGE} {version} ({SUITE})\n"),
+        format!("{FORMAT}\nsource {described}\n"),
     )?;
     eprintln!(
         "heddle: libc++ fetched in {:.0} s, built in {:.0} s",
@@ -445,9 +485,15 @@ mod tests {
 
     #[test]
     fn dir_name_is_stable_and_keyed() {
-        let a = dir_name();
+        let bookworm = LlvmSources::DebianSuite("bookworm");
+        let a = dir_name(&bookworm);
         assert!(a.starts_with("libcxx-19-") && a.len() == "libcxx-19-".len() + 12);
-        assert_eq!(a, dir_name());
+        assert_eq!(a, dir_name(&bookworm));
+        // Debian 12's build keeps the directory it had before there were
+        // other sources.
+        assert_eq!(a, "libcxx-19-c47b7a4f73d3");
+        let pinned = dir_name(&LlvmSources::Pinned(super::super::distro::LLVM_ORIG));
+        assert!(pinned.starts_with("libcxx-19-") && pinned != a);
     }
 
     #[test]

@@ -5,14 +5,18 @@
 //!
 //! * **A user's wasi-sdk** (≥ 22) named by `WASI_SDK_PATH`: its clang, its
 //!   sysroot and its threads-enabled libc++ are used as they are.
-//! * **Debian packages** (the default on Debian 12): clang-19 / lld-19 /
-//!   compiler-rt from the archive, the threads build of wasi-libc that ships
-//!   with rustup's `wasm32-wasip1-threads` target, the wasi-libc headers from
-//!   Debian trixie (bookworm's are too old), and libc++/libc++abi with threads
-//!   built once from the LLVM 19 sources of Debian's `llvm-toolchain-19`
-//!   source package (`libcxx`; the archive's wasm libc++ has no threads),
-//!   assembled into a sysroot and a clang resource directory under the cache
-//!   ([`crate::paths::cache_root`]). See `bootstrap` for the steps.
+//! * **apt packages** (the default on Debian 12 and 13, Ubuntu 22.04 and
+//!   24.04; [`distro`] reads `/etc/os-release` and says which packages and
+//!   files each uses): clang-19 / lld-19 / compiler-rt, the threads build of
+//!   wasi-libc that ships with rustup's `wasm32-wasip1-threads` target, the
+//!   wasi-libc headers of Debian trixie (bookworm's are too old), and
+//!   libc++/libc++abi with threads built once from the LLVM 19 sources of
+//!   Debian's `llvm-toolchain-19` source package (`libcxx`; the archive's
+//!   wasm libc++ has no threads), assembled into a sysroot and a clang
+//!   resource directory under the cache ([`crate::paths::cache_root`]). See
+//!   `bootstrap` for the steps.
+//!
+//! On any other system heddle installs nothing: `WASI_SDK_PATH` is the way.
 //!
 //! [`locate`] finds a complete toolchain without side effects, [`ensure`]
 //! installs what is missing first (this is what commands that compile call),
@@ -20,6 +24,7 @@
 
 pub(crate) mod bootstrap;
 pub mod compile;
+pub mod distro;
 pub(crate) mod flags;
 pub(crate) mod glue;
 pub(crate) mod libcxx;
@@ -33,8 +38,12 @@ pub use compile::{compile, compile_cached, drive, CcRequest};
 /// Which kind of toolchain is in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flavor {
-    /// Debian's LLVM 19 packages plus a sysroot assembled by heddle.
-    Debian,
+    /// Debian's or Ubuntu's LLVM 19 packages plus a sysroot assembled by
+    /// heddle.
+    Apt {
+        /// The system, e.g. `Debian 12 (bookworm)`.
+        system: String,
+    },
     /// A wasi-sdk installation named by `WASI_SDK_PATH`.
     WasiSdk {
         /// `WASI_SDK_PATH`.
@@ -57,10 +66,10 @@ pub struct Toolchain {
     pub ar: PathBuf,
     /// `--sysroot`.
     pub sysroot: PathBuf,
-    /// `-resource-dir`, when heddle assembled one (Debian flavour).
+    /// `-resource-dir`, when heddle assembled one (apt flavour).
     pub resource_dir: Option<PathBuf>,
     /// Whether libc++ in this toolchain was built with thread support
-    /// (`std::thread`, `std::mutex`): heddle's own build (Debian flavour)
+    /// (`std::thread`, `std::mutex`): heddle's own build (apt flavour)
     /// and wasi-sdk's are.
     pub cxx_threads: bool,
     /// Directory holding `heddle.h` / `heddle.hpp`.
@@ -89,24 +98,59 @@ impl Component {
     }
 }
 
-/// Reports every component of the selected toolchain flavour.
-pub fn doctor() -> Vec<Component> {
+/// The toolchain flavour this environment selects.
+enum Selected {
+    WasiSdk(PathBuf),
+    Apt(Box<distro::Plan>),
+    Unsupported(distro::Unsupported),
+}
+
+fn selected() -> Selected {
     match wasi_sdk_root() {
-        Some(root) => bootstrap::wasi_sdk_components(&root),
-        None => bootstrap::debian_components(),
+        Some(root) => Selected::WasiSdk(root),
+        None => match distro::detect() {
+            Ok(plan) => Selected::Apt(Box::new(plan)),
+            Err(u) => Selected::Unsupported(u),
+        },
+    }
+}
+
+/// The system's plan when the apt flavour is selected (`WASI_SDK_PATH`
+/// unset), or why there is none.
+pub fn system() -> Option<std::result::Result<distro::Plan, distro::Unsupported>> {
+    match selected() {
+        Selected::WasiSdk(_) => None,
+        Selected::Apt(plan) => Some(Ok(*plan)),
+        Selected::Unsupported(u) => Some(Err(u)),
+    }
+}
+
+/// Reports every component of the selected toolchain flavour; on a system
+/// heddle cannot install on, that and what is missing instead.
+pub fn doctor() -> Vec<Component> {
+    match selected() {
+        Selected::WasiSdk(root) => bootstrap::wasi_sdk_components(&root),
+        Selected::Apt(plan) => bootstrap::apt_components(&plan),
+        Selected::Unsupported(u) => bootstrap::unsupported_components(&u),
     }
 }
 
 /// Finds a complete toolchain, or says (in one sentence) what is missing and
 /// how to get it. Never installs anything.
 pub fn locate() -> Result<Toolchain> {
-    let comps = doctor();
+    let sel = selected();
+    let comps = match &sel {
+        Selected::WasiSdk(root) => bootstrap::wasi_sdk_components(root),
+        Selected::Apt(plan) => bootstrap::apt_components(plan),
+        Selected::Unsupported(u) => return Err(u.clone().into()),
+    };
     if let Some(missing) = comps.iter().find(|c| !c.ok()) {
         bail!("{} is missing: {}", missing.name, missing.fix);
     }
-    match wasi_sdk_root() {
-        Some(root) => bootstrap::wasi_sdk_toolchain(&root),
-        None => bootstrap::debian_toolchain(),
+    match &sel {
+        Selected::WasiSdk(root) => bootstrap::wasi_sdk_toolchain(root),
+        Selected::Apt(plan) => bootstrap::apt_toolchain(plan),
+        Selected::Unsupported(u) => Err(u.clone().into()),
     }
 }
 
@@ -121,11 +165,14 @@ pub fn ensure() -> Result<Toolchain> {
 }
 
 /// Installs every missing component (`heddle toolchain install`). With
-/// `verbose`, also reports components that were already present.
+/// `verbose`, also reports components that were already present. On a
+/// system heddle does not know, fails in one sentence naming it and
+/// `WASI_SDK_PATH`, before touching anything.
 pub fn install(verbose: bool) -> Result<()> {
-    match wasi_sdk_root() {
-        Some(root) => bootstrap::install_wasi_sdk_extras(&root, verbose),
-        None => bootstrap::install_debian(verbose),
+    match selected() {
+        Selected::WasiSdk(root) => bootstrap::install_wasi_sdk_extras(&root, verbose),
+        Selected::Apt(plan) => bootstrap::install_apt(&plan, verbose),
+        Selected::Unsupported(u) => Err(u.into()),
     }
 }
 

@@ -8,8 +8,15 @@ use clap::Subcommand;
 #[derive(Subcommand)]
 pub enum ToolchainCmd {
     /// Install every missing component (idempotent).
+    ///
+    /// Knows Debian 12 and 13, Ubuntu 22.04 and 24.04 (read from
+    /// /etc/os-release, or the file HEDDLE_OS_RELEASE names); elsewhere set
+    /// WASI_SDK_PATH to a wasi-sdk >= 22.
     Install,
     /// Report each component: present (with its path) or missing (with how to get it).
+    ///
+    /// The first line names the system; on one `heddle toolchain install`
+    /// does not know, each problem is one line.
     Doctor,
     /// Print `export` lines for CC, CXX, AR, RANLIB, NM, CFLAGS, LDFLAGS: `eval "$(heddle toolchain env)"; make`.
     Env,
@@ -26,6 +33,13 @@ pub fn run(cmd: ToolchainCmd) -> Result<i32> {
             Ok(EXIT_OK)
         }
         ToolchainCmd::Doctor => {
+            if let Some(Ok(plan)) = cc::system() {
+                println!(
+                    "system   {}, per {}",
+                    plan.system,
+                    cc::distro::os_release_path().display()
+                );
+            }
             let comps = cc::doctor();
             let mut missing = 0;
             for c in &comps {
