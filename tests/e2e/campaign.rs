@@ -837,21 +837,12 @@ fn shard_auto_follows_slurm_and_kubernetes_variables() {
 fn merge_takes_missing_repeated_and_stopped_shards_in_any_order() {
     let dir = tempdir();
     let d = |n: &str| dir.path().join(n);
+    let campaign = ["--runs", "24000", "--keep-going", "--fixed", "--jobs", "2"];
     let shard = |out: &str, k: &str, extra: &[&str]| {
         let o = d(out);
         let shard = format!("{k}/3");
-        let mut a = vec![
-            "--runs",
-            "24000",
-            "--keep-going",
-            "--fixed",
-            "--jobs",
-            "2",
-            "--shard",
-            &shard,
-            "--out",
-            p(&o),
-        ];
+        let mut a = campaign.to_vec();
+        a.extend_from_slice(&["--shard", &shard, "--out", p(&o)]);
         a.extend_from_slice(extra);
         let r = fuzz(&a);
         assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
@@ -889,16 +880,9 @@ fn merge_takes_missing_repeated_and_stopped_shards_in_any_order() {
     assert!(m.contains("hole: shard 3/3: stopped before seed"), "{m}");
     shard("s3", "3", &["--resume"]);
     let whole = d("whole");
-    let r = fuzz(&[
-        "--runs",
-        "24000",
-        "--keep-going",
-        "--fixed",
-        "--jobs",
-        "2",
-        "--out",
-        p(&whole),
-    ]);
+    let mut a = campaign.to_vec();
+    a.extend_from_slice(&["--out", p(&whole)]);
+    let r = fuzz(&a);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
     let reference = deterministic_part(&summary_text(&whole)).to_string();
     for (i, order) in [
