@@ -114,16 +114,13 @@ struct Fold {
     /// Finished runs above the frontier, waiting for the runs below them.
     pending: BTreeMap<u64, (Record, Vec<u64>)>,
     journal: Option<Writer>,
-    keep_going: bool,
-    /// Without `keep_going`: a failure is counted, and nothing after it.
-    closed: bool,
     last_checkpoint: Instant,
 }
 
 impl Fold {
     /// Adds a finished run; counts every run it makes contiguous.
     fn add(&mut self, record: Record, hit: Vec<u64>) -> Result<()> {
-        if self.closed || record.seed < self.state.frontier {
+        if self.state.closed() || record.seed < self.state.frontier {
             return Ok(());
         }
         self.pending.insert(record.seed, (record, hit));
@@ -136,9 +133,9 @@ impl Fold {
             if let Some(j) = &mut self.journal {
                 j.append(&r, &hit)?;
             }
-            if r.failed() && !self.keep_going {
+            if self.state.closed() {
+                // Nothing after the first failure counts.
                 self.state.frontier = r.seed + 1;
-                self.closed = true;
                 self.pending.clear();
                 break;
             }
@@ -188,9 +185,7 @@ impl Campaign<'_> {
                     .with_context(|| format!("cannot remove {}", p.display()))?;
             }
             let _ = std::fs::remove_file(Journal::path(&opts.out));
-            let mut s = ShardState::new(identity, shard, site_names(self.program));
-            s.frontier = s.next_seed(s.frontier);
-            return Ok(s);
+            return Ok(ShardState::new(identity, shard, site_names(self.program)));
         }
         if !path.exists() {
             let others = if opts.out.is_dir() {
@@ -265,8 +260,7 @@ impl Campaign<'_> {
         }
         let offset_ms = state.elapsed_ms;
         let runs_before = state.stats.runs;
-        let closed = !self.keep_going && state.stats.failing_runs > 0;
-        let first_fail = AtomicU64::new(if closed {
+        let first_fail = AtomicU64::new(if state.closed() {
             state.frontier.saturating_sub(1)
         } else {
             u64::MAX
@@ -280,8 +274,6 @@ impl Campaign<'_> {
             state,
             pending: BTreeMap::new(),
             journal,
-            keep_going: self.keep_going,
-            closed,
             last_checkpoint: Instant::now(),
         });
         let planned = self
@@ -296,7 +288,12 @@ impl Campaign<'_> {
         let started = Instant::now();
         let deadline = opts.time_budget.map(|d| started + d);
         let jobs = opts.jobs.max(1);
-        let id = self.identity();
+        let id = fold
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .state
+            .identity
+            .clone();
         // Learning strategies share a corpus, in generations of seeds; every
         // seed from the first is taken (those already counted are skipped)
         // so that the generations line up.
@@ -616,14 +613,13 @@ impl Campaign<'_> {
 /// The failing-run replay files of `target` in `dir`, with their seeds
 /// (named as [`summary::replay_name`] names them).
 pub fn replay_files(dir: &Path, target: &str) -> Result<Vec<(String, u64)>> {
-    let probe = summary::replay_name(target, "K", 0);
-    let stem = probe.strip_suffix("K-seed0.toml").unwrap_or(&probe);
+    let stem = format!("{}-", summary::replay_stem(target));
     let mut v = Vec::new();
     let rd = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name
-            .strip_prefix(stem)
+            .strip_prefix(&stem)
             .and_then(|r| r.strip_suffix(".toml"))
         else {
             continue;

@@ -300,7 +300,7 @@ impl ShardState {
     /// A shard that has run nothing yet.
     pub fn new(identity: Identity, shard: Shard, sites: Vec<SiteName>) -> ShardState {
         let members = identity.strategies.len();
-        ShardState {
+        let mut s = ShardState {
             format: FORMAT,
             frontier: identity.seed_start,
             identity,
@@ -310,7 +310,9 @@ impl ShardState {
             journal_bytes: None,
             sites,
             stats: Aggregate::new(members),
-        }
+        };
+        s.frontier = s.next_seed(s.frontier);
+        s
     }
 
     /// The state file of `shard` in the campaign directory `dir`.
@@ -377,7 +379,13 @@ impl ShardState {
     /// Whether the shard has nothing left to run: it reached the end of the
     /// campaign, or (without `keep_going`) counted a failure.
     pub fn finished(&self) -> bool {
-        self.frontier >= self.end() || (!self.identity.keep_going && self.stats.failing_runs > 0)
+        self.frontier >= self.end() || self.closed()
+    }
+
+    /// Whether, without `keep_going`, a failure is counted: no later seed
+    /// counts.
+    pub fn closed(&self) -> bool {
+        !self.identity.keep_going && self.stats.failing_runs > 0
     }
 
     /// The smallest seed at or after `seed` that this shard runs (or

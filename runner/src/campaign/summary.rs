@@ -206,12 +206,16 @@ struct TimingDoc<'a> {
 
 /// The file name of the replay file of a failing seed.
 pub fn replay_name(target: &str, kind: &str, seed: u64) -> String {
-    let stem = std::path::Path::new(target)
+    format!("{}-{kind}-seed{seed}.toml", replay_stem(target))
+}
+
+/// What the replay files of `target` are named after: its file stem.
+pub fn replay_stem(target: &str) -> String {
+    std::path::Path::new(target)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "target".into());
-    format!("{stem}-{kind}-seed{seed}.toml")
+        .unwrap_or_else(|| "target".into())
 }
 
 /// What a summary is computed from: the campaign's identity and sites, the
