@@ -1044,12 +1044,12 @@ fn run(mut c: Command, what: &str, code: i32) -> Output {
     o
 }
 
-/// Starts `c`, waits until heddle has started its campaign (`dir` is not
-/// empty) and run for a while (200 ms: long enough to find race_bank's
-/// failure, well short of the runs of a shard in the tests below), then
-/// sends `sig` to the script alone or to its whole process group (the
-/// script and heddle, as a terminal's Ctrl-C or Slurm's scancel do), and
-/// returns the output.
+/// Starts `c`, waits until heddle's campaign in `dir` has found a failure
+/// (its first replay file is there; race_bank fails within its first few
+/// seeds, far short of the runs of a shard in the tests below), then sends
+/// `sig` to the script alone or to its whole process group (the script and
+/// heddle, as a terminal's Ctrl-C or Slurm's scancel do), and returns the
+/// output.
 fn stop_once_started(mut c: Command, dir: &Path, sig: i32, group: bool) -> Output {
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     if group {
@@ -1057,7 +1057,15 @@ fn stop_once_started(mut c: Command, dir: &Path, sig: i32, group: bool) -> Outpu
     }
     let mut child = c.spawn().unwrap();
     let started = Instant::now();
-    while std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none()) {
+    let found = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.contains("-seed") && name.ends_with(".toml")
+            })
+        })
+    };
+    while !found(dir) {
         assert!(
             child.try_wait().unwrap().is_none(),
             "ended before it started"
@@ -1065,7 +1073,6 @@ fn stop_once_started(mut c: Command, dir: &Path, sig: i32, group: bool) -> Outpu
         assert!(started.elapsed() < Duration::from_secs(120), "too slow");
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(200));
     let pid = child.id() as i32;
     // SAFETY: kill(2) with a pid (or process group) this test started.
     let r = unsafe { libc::kill(if group { -pid } else { pid }, sig) };
