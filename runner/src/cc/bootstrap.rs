@@ -39,7 +39,6 @@ use super::{libcxx, sdk, Component, Flavor, Toolchain};
 use crate::paths;
 use anyhow::{bail, Context, Result};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -703,22 +702,6 @@ fn apt_helper_download(url: &str, dest: &Path, sha256: Option<&str>) -> Result<(
     Ok(())
 }
 
-/// SHA-256 of a file, read in blocks.
-fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
 /// Downloads a pinned file of Debian's pool from `mirror` into `dir`,
 /// checked against its SHA-256. Returns its path.
 pub(super) fn fetch_pinned(mirror: &str, file: &PinnedFile, dir: &Path) -> Result<PathBuf> {
@@ -730,7 +713,7 @@ pub(super) fn fetch_pinned(mirror: &str, file: &PinnedFile, dir: &Path) -> Resul
             file.pool_path
         )
     })?;
-    let have = sha256_file(&dest)?;
+    let have = crate::paths::sha256_file(&dest)?;
     if have != file.sha256 {
         bail!(
             "{} has SHA-256 {have}, not {} (mirror {mirror})",
