@@ -1572,8 +1572,12 @@ fn sites_name_functions_as_written() {
             "no site of {name} at line {line}: {c:?}"
         );
     }
-    // The inlined function's access is at its own line, in its caller.
-    assert!(c.iter().any(|(l, n)| *l == 13 && n == "worker"), "{c:?}");
+    // The inlined function's access belongs to it, at its own line (the
+    // innermost user frame of the inlined chain).
+    assert!(
+        c.iter().any(|(l, n)| *l == 13 && n == "bump_inlined"),
+        "{c:?}"
+    );
     for wrong in ["float", "__float128", "wchar_t", "long long", "long"] {
         assert!(!c.iter().any(|(_, n)| n == wrong), "{wrong}: {c:?}");
     }
@@ -1582,7 +1586,7 @@ fn sites_name_functions_as_written() {
         (10, "bank::Account::deposit(int)"),
         (12, "void bank::add<long>(long)"),
         (13, "bank::q()"),
-        (20, "main::$_0::__invoke(void*)"),
+        (20, "main::$_0::operator()(void*) const"),
     ] {
         assert!(
             cpp.iter().any(|(l, n)| *l == line && n == name),
@@ -1617,4 +1621,101 @@ fn two_sources_with_the_same_contents_keep_their_own_names() {
         let out = text(&o.stdout);
         assert!(out.contains(&format!("{name}:9:")), "{name}: {out}");
     }
+}
+
+/// `rustc --target wasm32-wasip1-threads -g -O` of `tests/programs/rust/NAME.rs`.
+fn rust_module(name: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let out = dir.join(format!("{name}.wasm"));
+    let src = repo().join(format!("tests/programs/rust/{name}.rs"));
+    let status = std::process::Command::new("rustc")
+        .args([
+            "--target",
+            "wasm32-wasip1-threads",
+            "-g",
+            "-O",
+            "--edition",
+            "2021",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("rustc runs");
+    assert!(status.success(), "rustc failed on {}", src.display());
+    out
+}
+
+/// A Rust closure's atomics are inlined from `core`: they belong to the
+/// closure, at its lines and under its demangled name, and are found; the
+/// bodies of `std`'s functions are library code.
+#[test]
+fn rust_atomics_inlined_from_core_belong_to_the_closure() {
+    let dir = tempdir();
+    let wasm = rust_module("inlined_atomics", dir.path());
+    let module = std::fs::read(&wasm).unwrap();
+    let table = instrument::instrument(&module, &all_cfg()).unwrap().sites;
+    let user: Vec<_> = table.sites.iter().filter(|s| s.user).collect();
+    let hashed = |n: &str| {
+        n.rsplit("::")
+            .next()
+            .is_some_and(|l| l.len() == 17 && l.starts_with('h'))
+    };
+    for s in &table.sites {
+        let n = &s.func_name;
+        assert!(
+            !n.contains("$LT$")
+                && !n.contains("$u7b$")
+                && !n.starts_with("_R")
+                && !n.starts_with("_ZN")
+                && !hashed(n),
+            "name not demangled: {n}"
+        );
+    }
+    for s in &user {
+        let file = &s.loc.as_ref().expect("user sites have lines").file;
+        assert!(
+            file.ends_with("inlined_atomics.rs"),
+            "user site in {file}: {s:?}"
+        );
+    }
+    assert!(
+        user.len() < 200,
+        "{} user sites: std counted as user code?",
+        user.len()
+    );
+    // `let v = c.load(SeqCst);` and `c.store(v + 1, SeqCst);`, lines 13-14.
+    for (line, kind) in [(13, SiteKind::Read), (14, SiteKind::Write)] {
+        assert!(
+            user.iter().any(|s| s.atomic
+                && s.kind == kind
+                && s.loc.as_ref().is_some_and(|l| l.line == line)
+                && s.func_name == "inlined_atomics::main::{{closure}}::{{closure}}"),
+            "no atomic {kind:?} at line {line} in the closure: {user:#?}"
+        );
+    }
+    // Library code: std's own bodies, sites at `/rustc/…`.
+    assert!(table.sites.iter().any(|s| !s.user
+        && s.loc
+            .as_ref()
+            .is_some_and(|l| l.file.starts_with("/rustc/"))));
+    // The default strategy finds the lost update and points at the assert.
+    let out_dir = dir.path().join("out");
+    let out = heddle_out(&[
+        "fuzz",
+        wasm.to_str().unwrap(),
+        "--runs",
+        "3000",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("inlined_atomics.rs:22"), "{stdout}");
+    // With std's sources counted as user code, std is instrumented again.
+    let cfg = Config {
+        user_code: vec!["/rustc".into()],
+        ..all_cfg()
+    };
+    let wide = instrument::instrument(&module, &cfg).unwrap().sites;
+    assert!(wide.sites.iter().filter(|s| s.user).count() > 10 * user.len());
 }

@@ -52,18 +52,71 @@ pub fn display_name(name: &str) -> &str {
     }
 }
 
-/// The name users know a symbol by: a mangled C++ (`_Z…`) or Rust (`_R…`,
-/// legacy `_ZN…E`) name demangled, anything else as it is. Only mangled
-/// names go through a demangler: C++'s takes a bare `f`, `g`, `w` or `x`
-/// for the builtin type it encodes (`float`, `__float128`, …), and C names
-/// are never mangled.
+/// The name users know a symbol by, as a Rust or C++ backtrace shows it:
+/// - Rust v0 (`_R…`) and legacy (`_ZN…17h<hash>E`) symbols, without the hash;
+/// - the legacy form the linker's name section holds, `::`-joined segments
+///   that keep their `$LT$`/`..` escapes and a trailing `h<16 hex>` hash
+///   (`core::ptr::drop_in_place$LT$T$GT$::h0123…`);
+/// - C++ (`_Z…`);
+/// - anything else (C names) as it is.
+///
+/// An LLVM clone suffix (` [clone .llvm.123]`, `.llvm.123`) is dropped.
+/// Only mangled names go through a demangler: C++'s takes a bare `f`, `g`,
+/// `w` or `x` for the builtin type it encodes (`float`, `__float128`, …).
 pub fn demangle(name: &str) -> String {
-    let mangled = name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z");
-    if !mangled {
-        return display_name(name).to_string();
+    let base = name.split(" [clone ").next().unwrap_or(name);
+    if let Some(rust) = demangle_rust(base) {
+        return display_name(&rust).to_string();
     }
-    let d = addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None);
-    display_name(&d).to_string()
+    if base.starts_with("_Z") || base.starts_with("__Z") {
+        let d = addr2line::demangle(base, gimli::DW_LANG_C_plus_plus)
+            .unwrap_or_else(|| base.to_string());
+        return display_name(&d).to_string();
+    }
+    display_name(base).to_string()
+}
+
+/// A Rust symbol (v0, legacy, or the name section's legacy form) demangled
+/// without its hash, or `None` when `name` is not one.
+fn demangle_rust(name: &str) -> Option<String> {
+    if name.starts_with("_R") {
+        return rustc_demangle::try_demangle(name)
+            .ok()
+            .map(|d| format!("{d:#}"));
+    }
+    // Legacy symbols end in a hash segment `17h<16 hex>E`; C++ `_ZN…E`
+    // names have none and go to the C++ demangler.
+    if name.starts_with("_ZN") {
+        let d = rustc_demangle::try_demangle(name).ok()?;
+        let full = format!("{d}");
+        return is_rust_hash(full.rsplit("::").next()?).then(|| format!("{d:#}"));
+    }
+    // The name section's form: rebuild the legacy symbol.
+    let segments: Vec<&str> = name.split("::").collect();
+    if segments.len() < 2 || !is_rust_hash(segments[segments.len() - 1]) {
+        return None;
+    }
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || s.contains(['<', '>', ' ', '(', '&', ',']))
+    {
+        return None;
+    }
+    let mut symbol = String::from("_ZN");
+    for s in &segments {
+        symbol.push_str(&format!("{}{s}", s.len()));
+    }
+    symbol.push('E');
+    rustc_demangle::try_demangle(&symbol)
+        .ok()
+        .map(|d| format!("{d:#}"))
+}
+
+/// `h` and 16 hex digits: the hash segment of a legacy Rust symbol.
+fn is_rust_hash(segment: &str) -> bool {
+    segment.len() == 17
+        && segment.starts_with('h')
+        && segment[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The last path component of `path`.
@@ -195,7 +248,7 @@ impl DebugInfo {
 
     /// Whether the function whose body spans `body` (module offsets) is user
     /// code: it has line information and its unit is not a library's.
-    pub fn is_user_function(&self, body: std::ops::Range<u64>) -> bool {
+    pub fn is_user_function(&self, body: std::ops::Range<u64>, code: &CodeOwnership) -> bool {
         // Probe a few instructions into the body: the first bytes are the
         // locals declaration, which has no line row.
         let Some(ctx) = self.ctx.as_ref() else {
@@ -211,10 +264,124 @@ impl DebugInfo {
             return false;
         };
         match self.unit_name(addr + self.code_start) {
-            Some((name, dir)) => !is_library_unit(&name, &dir),
+            Some((name, dir)) => !code.is_library_unit(&name, &dir),
             None => false,
         }
     }
+}
+
+/// Whose code an instruction is: the innermost *user* frame of its inlined
+/// call chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// No DWARF frame covers it.
+    Unknown,
+    /// Every frame of its chain is library code (e.g. a generic function of
+    /// Rust's `core` instantiated in the program's unit, or a libc++
+    /// template).
+    Library,
+    /// `frame` is the innermost user frame; `inlined` when it is not the
+    /// function the instruction sits in (the code was inlined into it).
+    User {
+        /// The frame: its function and the line in it.
+        frame: Frame,
+        /// Whether `frame` is an inlined frame rather than the outermost.
+        inlined: bool,
+    },
+}
+
+impl DebugInfo {
+    /// Who the instruction at `module_offset` belongs to: an access inlined
+    /// from `core::sync::atomic` into a closure of the program belongs to
+    /// the closure, at the closure's line.
+    pub fn owner(&self, module_offset: u64, code: &CodeOwnership) -> Owner {
+        let frames = self.frames(module_offset);
+        let last = frames.len().saturating_sub(1);
+        for (i, f) in frames.iter().enumerate() {
+            let Some(loc) = &f.loc else { continue };
+            if !code.is_library_file(&loc.file) {
+                return Owner::User {
+                    frame: f.clone(),
+                    inlined: i < last,
+                };
+            }
+        }
+        if frames.iter().any(|f| f.loc.is_some()) {
+            Owner::Library
+        } else {
+            Owner::Unknown
+        }
+    }
+
+    /// Whether the function the instruction at `module_offset` sits in is
+    /// itself user code (its outermost frame), whatever was inlined there.
+    pub fn outer_is_user(&self, module_offset: u64, code: &CodeOwnership) -> Option<bool> {
+        let frames = self.frames(module_offset);
+        let loc = frames.last()?.loc.as_ref()?;
+        Some(!code.is_library_file(&loc.file))
+    }
+}
+
+/// Which source files are user code. By default every file is, except the
+/// toolchain's libraries ([`is_library_unit`]): wasi-libc, libc++, Rust's
+/// `std`/`core`/`alloc` (`/rustc/<commit>/library/…`) and crates from
+/// cargo's registry or git checkouts. `--user-code PREFIX` and
+/// `--library-code PREFIX` override that; the longest matching prefix wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CodeOwnership {
+    /// Path prefixes that are user code.
+    pub user: Vec<String>,
+    /// Path prefixes that are library code.
+    pub library: Vec<String>,
+}
+
+impl CodeOwnership {
+    /// Whether the source file at `path` is library code.
+    pub fn is_library_file(&self, path: &str) -> bool {
+        let longest = |prefixes: &[String]| {
+            prefixes
+                .iter()
+                .filter(|p| prefix_matches(path, p))
+                .map(|p| p.len())
+                .max()
+        };
+        match (longest(&self.user), longest(&self.library)) {
+            (Some(u), Some(l)) => l > u,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => is_library_unit(path, ""),
+        }
+    }
+
+    /// Whether the compile unit `name`, compiled in `dir`, is library code.
+    pub fn is_library_unit(&self, name: &str, dir: &str) -> bool {
+        let path = if name.starts_with('/') || dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", dir.trim_end_matches('/'))
+        };
+        if self.user.is_empty() && self.library.is_empty() {
+            return is_library_unit(name, dir);
+        }
+        self.is_library_file(&path)
+    }
+}
+
+/// Whether `prefix` names `path` or a directory above it: an absolute
+/// prefix from the start, a relative one at any path component.
+fn prefix_matches(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+        return false;
+    }
+    let at = |i: usize| {
+        path[i..].starts_with(prefix)
+            && matches!(path.as_bytes().get(i + prefix.len()), None | Some(b'/'))
+    };
+    if prefix.starts_with('/') {
+        return at(0);
+    }
+    at(0) || path.match_indices('/').any(|(i, _)| at(i + 1))
 }
 
 /// A global variable of user code, found through DWARF.
@@ -377,6 +544,11 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
         "/toolchain/sysroot/",
         "/guest-sdk/compat/",
         "/include/heddle.h",
+        // Crates from cargo's registry and git checkouts, and rustup's
+        // toolchains (rust-src).
+        "/.cargo/registry/",
+        "/.cargo/git/",
+        "/.rustup/toolchains/",
     ];
     let joined = format!("{dir}/{name}");
     MARKERS
@@ -386,11 +558,68 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
         || name.starts_with("/usr/lib/llvm")
         || name.starts_with("/usr/include/")
         || dir.starts_with("/usr/lib/llvm")
+        // Rust's std, core and alloc: precompiled with paths remapped to
+        // `/rustc/<commit>/library/…`, their units named `library/…`.
+        || name.starts_with("/rustc/")
+        || dir.starts_with("/rustc/")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn demangles_rust_and_cpp_names() {
+        // The name section's legacy form, with a clone suffix.
+        assert_eq!(
+            demangle("_$LT$core..iter..adapters..map..Map$LT$I$C$F$GT$$u20$as$u20$core..iter..traits..iterator..Iterator$GT$::fold::h4e3e83984a520655"),
+            "<core::iter::adapters::map::Map<I,F> as core::iter::traits::iterator::Iterator>::fold"
+        );
+        assert_eq!(
+            demangle("std::rt::lang_start::_$u7b$$u7b$closure$u7d$$u7d$::h11009330ee0964d7 [clone .llvm.3483150290158221416]"),
+            "std::rt::lang_start::{{closure}}"
+        );
+        assert_eq!(demangle("lost::main::h785132ba9889615a"), "lost::main");
+        // v0 and legacy symbols.
+        assert_eq!(
+            demangle("_RNvNtCs1cbpOjQgv0Q_3std9panicking15panic_with_hook"),
+            "std::panicking::panic_with_hook"
+        );
+        assert_eq!(demangle("_ZN4lost4main17h785132ba9889615aE"), "lost::main");
+        // C++ and C.
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("_Z6workerPv"), "worker(void*)");
+        assert_eq!(demangle("worker"), "worker");
+        assert_eq!(demangle("__original_main"), "main");
+        assert_eq!(demangle("f"), "f");
+        // `::`-joined names that are not Rust's stay as they are.
+        assert_eq!(demangle("foo::bar()"), "foo::bar()");
+        assert_eq!(demangle("a::b"), "a::b");
+    }
+
+    #[test]
+    fn code_ownership_prefixes() {
+        let rust =
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/sync/atomic.rs";
+        let dep = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/foo-1.0.0/src/lib.rs";
+        let own = "/home/u/proj/src/lib.rs";
+        let none = CodeOwnership::default();
+        assert!(none.is_library_file(rust));
+        assert!(none.is_library_file(dep));
+        assert!(!none.is_library_file(own));
+        assert!(none.is_library_unit("library/std/src/lib.rs/@/std.abc", "/rustc/5980761"));
+        let o = CodeOwnership {
+            user: vec!["foo-1.0.0".into(), "/home/u/proj".into()],
+            library: vec!["/home/u/proj/vendor".into()],
+        };
+        assert!(!o.is_library_file(dep));
+        assert!(!o.is_library_file(own));
+        assert!(o.is_library_file("/home/u/proj/vendor/x/src/lib.rs"));
+        assert!(!o.is_library_file("/home/u/proj/vendorized/lib.rs"));
+        assert!(o.is_library_file(rust));
+        // A relative prefix matches whole components only.
+        assert!(o.is_library_file("/root/.cargo/registry/src/i/xfoo-1.0.0/src/lib.rs"));
+    }
 
     #[test]
     fn library_units() {

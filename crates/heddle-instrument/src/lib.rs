@@ -68,7 +68,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 18;
+pub const INSTRUMENTER_VERSION: u32 = 19;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -118,6 +118,13 @@ pub struct Config {
     /// Source-file globs treated as library code.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude_files: Vec<String>,
+    /// Source path prefixes that are user code even where the defaults say
+    /// library (see [`dwarf::CodeOwnership`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub user_code: Vec<String>,
+    /// Source path prefixes that are library code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub library_code: Vec<String>,
     /// The memory checker (allocator interception, null-page and heap
     /// checks): `None` means on at granularity `all`, off at `sync`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,6 +161,8 @@ impl Config {
             ("exclude-funcs", &self.exclude_funcs),
             ("include-files", &self.include_files),
             ("exclude-files", &self.exclude_files),
+            ("user-code", &self.user_code),
+            ("library-code", &self.library_code),
         ] {
             if !v.is_empty() {
                 let items: Vec<String> = v.iter().map(|p| escape(p)).collect();
@@ -187,6 +196,8 @@ impl Config {
                 "exclude-funcs" => cfg.exclude_funcs = list()?,
                 "include-files" => cfg.include_files = list()?,
                 "exclude-files" => cfg.exclude_files = list()?,
+                "user-code" => cfg.user_code = list()?,
+                "library-code" => cfg.library_code = list()?,
                 _ => bail!("unknown instrumentation setting `{k}`"),
             }
         }
@@ -202,12 +213,21 @@ impl Config {
         Ok(b.build()?)
     }
 
+    /// Which source files are user code.
+    pub fn code_ownership(&self) -> dwarf::CodeOwnership {
+        dwarf::CodeOwnership {
+            user: self.user_code.clone(),
+            library: self.library_code.clone(),
+        }
+    }
+
     fn filters(&self) -> Result<Filters> {
         Ok(Filters {
             include_funcs: Self::globs(&self.include_funcs)?,
             exclude_funcs: Self::globs(&self.exclude_funcs)?,
             include_files: Self::globs(&self.include_files)?,
             exclude_files: Self::globs(&self.exclude_files)?,
+            code: self.code_ownership(),
         })
     }
 }
@@ -257,6 +277,8 @@ pub struct Filters {
     exclude_funcs: GlobSet,
     include_files: GlobSet,
     exclude_files: GlobSet,
+    /// Which source files are user code.
+    pub code: dwarf::CodeOwnership,
 }
 
 impl Filters {
@@ -269,21 +291,26 @@ impl Filters {
         demangled: &str,
         file: Option<&str>,
     ) -> bool {
+        self.forced(raw, demangled, file).unwrap_or(dwarf_user)
+    }
+
+    /// What a function-name or file filter says of a function, if any does.
+    pub fn forced(&self, raw: &str, demangled: &str, file: Option<&str>) -> Option<bool> {
         let file_matches =
             |g: &GlobSet| file.is_some_and(|f| g.is_match(f) || g.is_match(dwarf::short_file(f)));
         if self.exclude_funcs.is_match(raw)
             || self.exclude_funcs.is_match(demangled)
             || file_matches(&self.exclude_files)
         {
-            return false;
+            return Some(false);
         }
         if self.include_funcs.is_match(raw)
             || self.include_funcs.is_match(demangled)
             || file_matches(&self.include_files)
         {
-            return true;
+            return Some(true);
         }
-        dwarf_user
+        None
     }
 }
 
@@ -407,6 +434,8 @@ mod tests {
                 exclude_funcs: patterns(&mut rng),
                 include_files: patterns(&mut rng),
                 exclude_files: patterns(&mut rng),
+                user_code: patterns(&mut rng),
+                library_code: patterns(&mut rng),
                 memcheck: [None, Some(true), Some(false)][rng.below(3) as usize],
                 budget_in_global: rng.chance(0.5),
             };

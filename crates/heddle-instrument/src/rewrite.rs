@@ -8,7 +8,7 @@
 //! bodies are rewritten as described in [`super`]. DWARF sections are dropped
 //! (their offsets no longer match); the site table and offset map stand in.
 
-use super::dwarf::DebugInfo;
+use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
 use super::sites::{FuncInfo, OffsetRun, Site, SiteKind};
 use super::stack::{AddrUse, FrameAnalysis};
@@ -1154,15 +1154,13 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     .map(demangle)
                     .unwrap_or_else(|| format!("func[{index}]"));
                 let range = body.range();
-                let has_dwarf_user = debug.is_user_function(range.start as u64..range.end as u64);
+                let has_dwarf_user =
+                    debug.is_user_function(range.start as u64..range.end as u64, &filters.code);
                 let first_op = body.get_operators_reader()?.original_position() as u64;
                 let file = debug.location(first_op).map(|l| l.file);
-                let user = filters.is_user(
-                    has_dwarf_user,
-                    raw_name.as_deref().unwrap_or(&name),
-                    &name,
-                    file.as_deref(),
-                );
+                let forced =
+                    filters.forced(raw_name.as_deref().unwrap_or(&name), &name, file.as_deref());
+                let user = forced.unwrap_or(has_dwarf_user);
                 let is_start = facts.start == Some(index);
                 let ctx = FuncCtx {
                     // Not inside the allocator entry points themselves (e.g.
@@ -1175,6 +1173,8 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     index,
                     name: &name,
                     user,
+                    attribute: user && forced.is_none(),
+                    code: &filters.code,
                     is_start,
                     plain: user && cfg.granularity == super::Granularity::All && !is_start,
                     catch_thread_start: facts.imports_thread_exit && thread_start_c == Some(index),
@@ -1408,7 +1408,13 @@ struct FuncCtx<'a> {
     memcheck: bool,
     index: u32,
     name: &'a str,
+    /// The function's unit is user code (or a filter says it is user code).
     user: bool,
+    /// Each instruction of a user function belongs to the innermost user
+    /// frame of its inlined chain ([`DebugInfo::owner`]); one with none is
+    /// library code. Off when a filter decided the whole function.
+    attribute: bool,
+    code: &'a crate::dwarf::CodeOwnership,
     is_start: bool,
     /// Plain accesses are yield points.
     plain: bool,
@@ -1534,6 +1540,17 @@ fn rewrite_body<'a>(
         budget_local: None,
     };
 
+    // Whose code an instruction is (see `FuncCtx::attribute`).
+    let owner = |offset: usize| -> Owner {
+        if !ctx.user {
+            Owner::Library
+        } else if !ctx.attribute {
+            Owner::Unknown
+        } else {
+            debug.owner(offset as u64, ctx.code)
+        }
+    };
+    let is_user_op = |offset: usize| !matches!(owner(offset), Owner::Library);
     let new_site = |sites: &mut Vec<Site>,
                     kind: SiteKind,
                     atomic: bool,
@@ -1543,17 +1560,31 @@ fn rewrite_body<'a>(
                     callee: Option<String>|
      -> u32 {
         let id = sites.len() as u32;
+        let (user, loc, func_name) = match owner(offset) {
+            Owner::User { frame, inlined } if frame.loc.as_ref().is_some_and(|l| l.line > 0) => {
+                let name = match frame.function {
+                    Some(f) if inlined => f,
+                    _ => ctx.name.to_string(),
+                };
+                (true, frame.loc, name)
+            }
+            o => (
+                !matches!(o, Owner::Library),
+                debug.location(offset as u64),
+                ctx.name.to_string(),
+            ),
+        };
         sites.push(Site {
             id,
             func: ctx.index,
-            func_name: ctx.name.to_string(),
+            func_name,
             offset: offset as u32,
             kind,
             atomic,
             size,
             mem_offset,
-            loc: debug.location(offset as u64),
-            user: ctx.user,
+            loc,
+            user,
             callee,
         });
         id
@@ -1569,8 +1600,16 @@ fn rewrite_body<'a>(
             em.budget_local = Some(scratch.l);
             em.reload_budget();
         }
-        let site = new_site(sites, SiteKind::Entry, false, 0, 0, entry_offset, None);
-        em.budget_point(site);
+        // A generic library function instantiated in the program's unit
+        // (Rust's `Iterator::fold`, a libc++ template) has no entry point.
+        let own_code = !ctx.attribute
+            || debug
+                .outer_is_user(entry_offset as u64, ctx.code)
+                .unwrap_or(true);
+        if own_code {
+            let site = new_site(sites, SiteKind::Entry, false, 0, 0, entry_offset, None);
+            em.budget_point(site);
+        }
     }
 
     // Sites whose instruction has no line (line 0, e.g. a loop header) take
@@ -1643,7 +1682,7 @@ fn rewrite_body<'a>(
             None => false,
             Some(_) if ctx.is_start => false,
             Some(c) if c.is_sync() => true,
-            Some(_) => ctx.plain && !is_stack,
+            Some(_) => ctx.plain && !is_stack && is_user_op(offset),
         };
         // wait/notify never reach wasmtime: even in the start function they
         // are replaced (the host knows no thread is running yet).
@@ -1728,7 +1767,8 @@ fn rewrite_body<'a>(
             Operator::Call { function_index }
                 if !ctx.is_start
                     && lock_call(facts, function_index).is_some_and(|(kind, ..)| {
-                        ctx.user || matches!(kind, SiteKind::ThreadCreate | SiteKind::ThreadJoin)
+                        matches!(kind, SiteKind::ThreadCreate | SiteKind::ThreadJoin)
+                            || is_user_op(offset)
                     }) =>
             {
                 let (kind, arg, nparams, has_result) =

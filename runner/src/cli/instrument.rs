@@ -25,6 +25,18 @@ pub struct InstrumentOpts {
     /// Treat functions from source files matching this glob as library code.
     #[arg(long = "exclude-file", value_name = "GLOB")]
     pub exclude_files: Vec<String>,
+    /// Source files under this path prefix are user code, even where heddle
+    /// counts them as library code (Rust's std, cargo registry crates,
+    /// wasi-libc, libc++). An absolute prefix matches from the start, a
+    /// relative one at any path component (`vendor/mycrate`). Repeatable;
+    /// the longest matching `--user-code`/`--library-code` prefix wins.
+    #[arg(long = "user-code", value_name = "PATH_PREFIX")]
+    pub user_code: Vec<String>,
+    /// Source files under this path prefix are library code: their
+    /// instructions are yield points only where they synchronise, and
+    /// reports attribute them to the user code that called them.
+    #[arg(long = "library-code", value_name = "PATH_PREFIX")]
+    pub library_code: Vec<String>,
     /// The memory checker: `on` or `off` (default: on at granularity `all`).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub memcheck: Option<bool>,
@@ -47,6 +59,8 @@ impl InstrumentOpts {
             exclude_funcs: self.exclude_funcs.clone(),
             include_files: self.include_files.clone(),
             exclude_files: self.exclude_files.clone(),
+            user_code: self.user_code.clone(),
+            library_code: self.library_code.clone(),
             memcheck: self.memcheck,
             budget_in_global: false,
         }
