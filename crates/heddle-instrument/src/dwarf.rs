@@ -562,6 +562,10 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
         // `/rustc/<commit>/library/…`, their units named `library/…`.
         || name.starts_with("/rustc/")
         || dir.starts_with("/rustc/")
+        // The crates std itself depends on (hashbrown, the `wasi` bindings,
+        // libtest's getopts), remapped the same way.
+        || name.starts_with("/rust/deps/")
+        || dir.starts_with("/rust/deps/")
 }
 
 #[cfg(test)]
@@ -608,6 +612,7 @@ mod tests {
         assert!(none.is_library_file(dep));
         assert!(!none.is_library_file(own));
         assert!(none.is_library_unit("library/std/src/lib.rs/@/std.abc", "/rustc/5980761"));
+        assert!(none.is_library_file("/rust/deps/hashbrown-0.16.1/src/raw/mod.rs"));
         let o = CodeOwnership {
             user: vec!["foo-1.0.0".into(), "/home/u/proj".into()],
             library: vec!["/home/u/proj/vendor".into()],
