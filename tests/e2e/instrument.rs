@@ -1718,4 +1718,35 @@ fn rust_atomics_inlined_from_core_belong_to_the_closure() {
     };
     let wide = instrument::instrument(&module, &cfg).unwrap().sites;
     assert!(wide.sites.iter().filter(|s| s.user).count() > 10 * user.len());
+    // The same from the command line, and the other way round: a C
+    // target's own directory declared library code leaves no user site.
+    let user_sites = |args: &[&str]| -> usize {
+        let out = heddle_out(&[&["sites"], args].concat());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let last = stdout.lines().last().unwrap_or_default().to_string();
+        let n = last
+            .split(" in user code")
+            .next()
+            .and_then(|s| s.rsplit('(').next());
+        n.and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{last}"))
+    };
+    let w = wasm.to_str().unwrap();
+    assert_eq!(user_sites(&[w]), user.len());
+    assert!(user_sites(&[w, "--user-code", "/rustc"]) > 10 * user.len());
+    assert!(user_sites(&["targets/race_bank.c"]) > 0);
+    assert_eq!(
+        user_sites(&["targets/race_bank.c", "--library-code", "targets"]),
+        0
+    );
+    assert!(
+        user_sites(&[
+            "targets/race_bank.c",
+            "--library-code",
+            "targets",
+            "--user-code",
+            "targets/race_bank.c"
+        ]) > 0
+    );
 }
