@@ -611,11 +611,24 @@ impl Program {
                 let stack = self.symbolize(&stack);
                 let stderr_text = String::from_utf8_lossy(&stderr);
                 let in_abort = stack.iter().any(|f| f.function.as_deref() == Some("abort"));
+                let panic = in_abort
+                    .then(|| crate::verdict::rust_panic(&stderr_text))
+                    .flatten();
                 match stderr_text
                     .lines()
                     .rev()
                     .find(|l| l.starts_with("Assertion failed"))
                 {
+                    _ if panic.is_some() => {
+                        let p = panic.expect("checked");
+                        Verdict::Panic {
+                            message: p.message,
+                            location: p.location,
+                            thread: Some(p.thread),
+                            tid,
+                            stack,
+                        }
+                    }
                     Some(line) if in_abort => Verdict::Assertion {
                         message: line.to_string(),
                         tid,
