@@ -12,6 +12,7 @@
 //! `source → module → instrumented module + sites → runs → traces → verdicts → reports`.
 
 pub mod campaign;
+pub mod cargo;
 pub mod cc;
 pub mod cli;
 pub mod compare;

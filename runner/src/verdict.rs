@@ -83,6 +83,25 @@ pub enum Verdict {
         /// Where, innermost first.
         stack: Vec<Frame>,
     },
+    /// A Rust panic. The standard library of `wasm32-wasip1-threads` is
+    /// built with `panic=abort`: a panic prints `thread 'NAME' (ID)
+    /// panicked at FILE:LINE:COL:` and its message on stderr, then aborts;
+    /// an abort preceded by that message is this verdict, not a trap.
+    Panic {
+        /// The panic's message (an `assert_eq!`'s over several lines).
+        message: String,
+        /// `file:line:col` the panic names (the caller of `unwrap`,
+        /// `assert!`, … through `#[track_caller]`).
+        location: String,
+        /// The name of the thread that panicked, as the message gives it
+        /// (`main`, `<unnamed>`, a `Builder::name`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        /// The thread that panicked.
+        tid: Tid,
+        /// Where it aborted, innermost first.
+        stack: Vec<Frame>,
+    },
     /// The program exited with an unexpected code.
     Exit {
         /// The exit code.
@@ -241,6 +260,7 @@ impl Verdict {
             Verdict::Pass { .. } => "pass",
             Verdict::Assertion { .. } => "assertion",
             Verdict::Trap { .. } => "trap",
+            Verdict::Panic { .. } => "panic",
             Verdict::Exit { .. } => "exit",
             Verdict::Deadlock { .. } => "deadlock",
             Verdict::Hang { .. } => "hang",
@@ -268,6 +288,9 @@ impl Verdict {
             Verdict::Pass { .. } => "pass".into(),
             Verdict::Assertion { stack, .. } => format!("assertion@{}", top_user(stack)),
             Verdict::Trap { trap, stack, .. } => format!("trap:{trap}@{}", top_user(stack)),
+            // The location, not the message: a message may hold values that
+            // differ between schedules (`left: 2` or `left: 3`).
+            Verdict::Panic { location, .. } => format!("panic@{location}"),
             Verdict::Exit { code, .. } => format!("exit:{code}"),
             Verdict::Deadlock { threads } => {
                 // From what every run knows (not from stacks, which only
@@ -329,6 +352,24 @@ impl Verdict {
                     top_user(stack)
                 )
             }
+            Verdict::Panic {
+                message,
+                location,
+                thread,
+                tid,
+                ..
+            } => {
+                let who = match thread {
+                    Some(n) => format!("thread {tid} ({n})"),
+                    None => format!("thread {tid}"),
+                };
+                let message: Vec<&str> = message
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                format!("panic in {who} at {location}: {}", message.join("; "))
+            }
             Verdict::Exit { code, expected } => format!("exit code {code} (expected {expected})"),
             Verdict::Deadlock { threads } => {
                 let parts: Vec<String> = threads
@@ -388,6 +429,66 @@ impl Verdict {
     }
 }
 
+/// A Rust panic as the standard library prints it on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RustPanic {
+    /// The thread's name (`main`, `<unnamed>`, …).
+    pub thread: String,
+    /// `file:line:col`.
+    pub location: String,
+    /// The message: every line after the header up to the `note:` lines
+    /// std adds (or the end).
+    pub message: String,
+}
+
+/// The last Rust panic message in `stderr`: a header `thread 'NAME' (ID)
+/// panicked at FILE:LINE:COL:` (Rust 1.73 and later; the ` (ID)` since
+/// 1.88), then the message. None when there is no such header.
+pub fn rust_panic(stderr: &str) -> Option<RustPanic> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let (at, thread, location) = lines
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, l)| panic_header(l).map(|(t, loc)| (i, t, loc)))?;
+    let mut message: Vec<&str> = Vec::new();
+    for l in &lines[at + 1..] {
+        if l.starts_with("note: ") || panic_header(l).is_some() {
+            break;
+        }
+        message.push(l);
+    }
+    while message.last().is_some_and(|l| l.trim().is_empty()) {
+        message.pop();
+    }
+    Some(RustPanic {
+        thread,
+        location,
+        message: message.join("\n"),
+    })
+}
+
+/// `(thread name, file:line:col)` of a panic header line.
+fn panic_header(line: &str) -> Option<(String, String)> {
+    let rest = line.strip_prefix("thread '")?;
+    let (name, rest) = rest.split_once('\'')?;
+    let rest = rest.trim_start();
+    // ` (ID)` since Rust 1.88.
+    let rest = match rest.strip_prefix('(') {
+        Some(r) => r.split_once(')')?.1.trim_start(),
+        None => rest,
+    };
+    let loc = rest.strip_prefix("panicked at ")?.strip_suffix(':')?;
+    // FILE:LINE:COL, the file possibly holding colons itself.
+    let mut parts = loc.rsplitn(3, ':');
+    let (col, line_no) = (parts.next()?, parts.next()?);
+    parts.next().filter(|f| !f.is_empty())?;
+    if col.parse::<u32>().is_err() || line_no.parse::<u32>().is_err() {
+        return None;
+    }
+    Some((name.to_string(), loc.to_string()))
+}
+
 /// The innermost frame in user code, as `function (file:line)`, falling back
 /// to the innermost frame with any location, then `?`.
 pub fn top_user(stack: &[Frame]) -> String {
@@ -408,5 +509,53 @@ pub fn top_user(stack: &[Frame]) -> String {
             }
         }
         None => "?".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_panic_messages_are_parsed() {
+        let err = "thread 'main' (1) panicked at src/lib.rs:27:9:\n\
+                   assertion `left == right` failed: lost update\n  left: 2\n right: 4\n\
+                   note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        let p = rust_panic(err).unwrap();
+        assert_eq!(p.thread, "main");
+        assert_eq!(p.location, "src/lib.rs:27:9");
+        assert_eq!(
+            p.message,
+            "assertion `left == right` failed: lost update\n  left: 2\n right: 4"
+        );
+        // Without the thread id (Rust before 1.88), a named thread, a path
+        // with colons, and the last panic of several.
+        let err = "noise\nthread '<unnamed>' panicked at /x/a:b.rs:3:4:\nfirst\n\
+                   thread 'worker 1' panicked at C:/src/m.rs:10:5:\nboom";
+        let p = rust_panic(err).unwrap();
+        assert_eq!(p.thread, "worker 1");
+        assert_eq!(p.location, "C:/src/m.rs:10:5");
+        assert_eq!(p.message, "boom");
+        assert_eq!(rust_panic("Assertion failed: x (a.c: f: 3)\n"), None);
+        assert_eq!(rust_panic("thread 'main' panicked at nowhere:\n"), None);
+    }
+
+    #[test]
+    fn panic_signature_is_its_location() {
+        let v = |message: &str, tid| Verdict::Panic {
+            message: message.into(),
+            location: "src/lib.rs:27:9".into(),
+            thread: Some("main".into()),
+            tid,
+            stack: vec![],
+        };
+        let (a, b) = (v("left: 2\nright: 4", 0), v("left: 3\nright: 4", 1));
+        assert_eq!(a.kind(), "panic");
+        assert_eq!(a.signature(), "panic@src/lib.rs:27:9");
+        assert_eq!(a.signature(), b.signature());
+        assert_eq!(
+            a.summary(),
+            "panic in thread 0 (main) at src/lib.rs:27:9: left: 2; right: 4"
+        );
     }
 }

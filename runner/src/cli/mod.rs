@@ -8,6 +8,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
+mod cargo;
 mod compare;
 mod completions;
 mod explore;
@@ -237,6 +238,14 @@ enum Cmd {
         after_help = "Examples:\n  heddle test\n  heddle test targets/targets.toml --only race_bank --junit report.xml"
     )]
     Test(test::TestArgs),
+    /// Build a Rust crate for wasm32-wasip1-threads with cargo; run each of its tests (or its binary) as a campaign.
+    #[command(
+        after_help = "Examples:\n  heddle cargo test\n  heddle cargo test --features fixed -- --runs 200 --junit report.xml\n  heddle cargo run --bin server -- --time-budget 5m"
+    )]
+    Cargo {
+        #[command(subcommand)]
+        cmd: cargo::CargoCmd,
+    },
     /// Reproduce a run from its replay file and check it.
     #[command(
         after_help = "Examples:\n  heddle replay heddle-out/race_bank-assertion-seed3.toml\n  heddle replay bug.toml --target build/prog.wasm"
@@ -423,6 +432,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Replay(a) => fuzz::replay_cmd(a),
         Cmd::Merge(a) => fuzz::merge_cmd(a),
         Cmd::Test(a) => test::test_cmd(a),
+        Cmd::Cargo { cmd } => cargo::run(cmd),
         Cmd::Explore(a) => explore::explore_cmd(a),
         Cmd::Show(a) => show::show_cmd(a),
         Cmd::Compare(a) => compare::compare_cmd(a),

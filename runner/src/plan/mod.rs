@@ -294,6 +294,7 @@ pub fn validate(name: &str, file: &PlanFile, sites: &SiteTable, known: &Known) -
     if let Some(b) = &file.bug {
         const KINDS: &[&str] = &[
             "assertion",
+            "panic",
             "trap",
             "exit",
             "deadlock",

@@ -271,7 +271,9 @@ pub fn show_text(
         // (the failing instruction need not be a yield point), else the
         // failing row's line.
         let stack = match &tl.verdict {
-            Verdict::Assertion { stack, .. } | Verdict::Trap { stack, .. } => stack.as_slice(),
+            Verdict::Assertion { stack, .. }
+            | Verdict::Trap { stack, .. }
+            | Verdict::Panic { stack, .. } => stack.as_slice(),
             Verdict::Memory(m) => m.stack.as_slice(),
             _ => &[],
         };

@@ -68,6 +68,7 @@ impl Finding<'_> {
 fn rule_text(kind: &str) -> &'static str {
     match kind {
         "assertion" => "An assertion failed under some thread interleaving.",
+        "panic" => "A Rust panic under some thread interleaving.",
         "deadlock" => "Every unfinished thread is blocked: a deadlock.",
         "hang" => "A run did not finish within its step budget (a livelock or an endless wait).",
         "trap" => "The program trapped (abort, unreachable, an invalid access).",

@@ -611,11 +611,24 @@ impl Program {
                 let stack = self.symbolize(&stack);
                 let stderr_text = String::from_utf8_lossy(&stderr);
                 let in_abort = stack.iter().any(|f| f.function.as_deref() == Some("abort"));
+                let panic = in_abort
+                    .then(|| crate::verdict::rust_panic(&stderr_text))
+                    .flatten();
                 match stderr_text
                     .lines()
                     .rev()
                     .find(|l| l.starts_with("Assertion failed"))
                 {
+                    _ if panic.is_some() => {
+                        let p = panic.expect("checked");
+                        Verdict::Panic {
+                            message: p.message,
+                            location: p.location,
+                            thread: Some(p.thread),
+                            tid,
+                            stack,
+                        }
+                    }
                     Some(line) if in_abort => Verdict::Assertion {
                         message: line.to_string(),
                         tid,
@@ -1033,9 +1046,17 @@ impl Slot {
         }
     }
 
-    /// An idle instance, if there is one.
-    fn reuse(&mut self) -> Option<Worker> {
-        let w = self.idle.pop()?;
+    /// An idle instance for thread `tid`, if there is one: for the main
+    /// thread one instantiated for a main thread, for the others one that
+    /// was not. A thread instance's globals are those right after its
+    /// instantiation, when the start function had already initialised the
+    /// memory for an earlier instance and left its TLS base at 0; a main
+    /// thread on it would address its thread-locals at 0 (a Rust panic in
+    /// main reads the thread's id there, after a run whose main trapped
+    /// gave its instance back before its suspended threads).
+    fn reuse(&mut self, tid: Tid) -> Option<Worker> {
+        let i = self.idle.iter().rposition(|w| w.for_main == (tid == 0))?;
+        let w = self.idle.remove(i);
         IDLE_INSTANCES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         Some(w)
     }
@@ -1058,6 +1079,8 @@ struct Worker {
     entry: Result<TypedFunc<(i32, i32), ()>, String>,
     /// Every mutable global with its value right after instantiation.
     globals: Vec<(Global, wasmtime::Val)>,
+    /// Instantiated for the main thread (see [`Slot::reuse`]).
+    for_main: bool,
 }
 
 struct Executor<'p> {
@@ -1084,7 +1107,7 @@ impl Executor<'_> {
     /// An instance for thread `tid`: an idle one reset, or a new one.
     fn worker(&mut self, tid: Tid) -> Result<Worker> {
         let reused = if self.program.reuse {
-            self.slot.reuse()
+            self.slot.reuse(tid)
         } else {
             None
         };
@@ -1166,6 +1189,7 @@ impl Executor<'_> {
             main,
             entry,
             globals,
+            for_main: tid == 0,
         })
     }
 

@@ -80,7 +80,9 @@ impl Failure {
     /// step, if the verdict has one.
     pub fn of(run: &Run) -> Failure {
         let tid = match &run.r.verdict {
-            Verdict::Assertion { tid, .. } | Verdict::Trap { tid, .. } => Some(*tid),
+            Verdict::Assertion { tid, .. }
+            | Verdict::Trap { tid, .. }
+            | Verdict::Panic { tid, .. } => Some(*tid),
             Verdict::Memory(m) => Some(m.tid),
             Verdict::Race(x) => Some(x.second.tid),
             _ => None,
