@@ -52,15 +52,13 @@ fn cargo_test_finds_each_bug_and_its_replay_reproduces_it() {
     let xml = dir.path().join("junit.xml");
     let o = cargo_test(
         &[],
+        // The defaults (1000 runs per test, the default strategy), on one
+        // core.
         &[
-            "--runs",
-            "20000",
-            "--time-budget",
-            "10m",
             "--seed",
             "0",
             "-j",
-            "2",
+            "1",
             "-q",
             "--out",
             out.to_str().unwrap(),
@@ -77,12 +75,29 @@ fn cargo_test_finds_each_bug_and_its_replay_reproduces_it() {
         lost.contains("panic in thread 0 (main) at src/lib.rs:28:9: assertion `left == right` failed: lost update"),
         "{lost}"
     );
-    for t in ["abba_deadlock", "condvar_missed_wakeup"] {
+    // Each blocked thread at the line of its own code that waits (the
+    // lock or wait call), under its demangled name, not inside std.
+    for (t, at) in [
+        (
+            "abba_deadlock",
+            &[
+                "heddle_rust_bugs::tests::abba_deadlock (lib.rs:55)",
+                "heddle_rust_bugs::tests::abba_deadlock::{{closure}} (lib.rs:50)",
+            ][..],
+        ),
+        (
+            "condvar_missed_wakeup",
+            &["heddle_rust_bugs::tests::condvar_missed_wakeup (lib.rs:85)"][..],
+        ),
+    ] {
         let l = line_of(&stdout, t);
         assert!(
             l.starts_with("FAIL") && l.contains(": deadlock: "),
             "{stdout}"
         );
+        for a in at {
+            assert!(l.contains(a), "no `{a}` in {l}");
+        }
     }
     assert!(line_of(&stdout, "ignored").starts_with("skip"), "{stdout}");
     assert!(

@@ -234,7 +234,17 @@ async fn futex_wait(
             "memory.atomic.wait would block before the thread started",
         ));
     }
-    let stack = if run.get().limits.diagnostics {
+    // A wait in library code that no user-code lock call led to (Rust's
+    // futex-based `Mutex`, `Condvar`, `park`) is placed at the user frame
+    // that called it, in every run: deadlock signatures must agree between
+    // fast and diagnostic runs.
+    let capture = {
+        let st = run.get();
+        st.limits.diagnostics
+            || (st.threads[tid as usize].wants.is_none()
+                && !st.sites.site(site).is_some_and(|s| s.user))
+    };
+    let stack = if capture {
         raw_stack(caller)
     } else {
         Vec::new()

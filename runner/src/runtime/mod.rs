@@ -19,6 +19,7 @@ pub(crate) mod races;
 pub(crate) mod state;
 pub(crate) mod wasi;
 
+use crate::instrument::dwarf::is_library_unit;
 use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
 use crate::model::{Status, Tid, NO_SITE};
 use crate::paths;
@@ -847,7 +848,20 @@ impl Program {
                             site: self.site_text(site),
                         })
                         .collect(),
-                    waits_at: self.site_text(t.wants.map(|(_, s)| s).unwrap_or(t.block_site)),
+                    waits_at: match t.wants {
+                        Some((_, s)) => self.site_text(s),
+                        None if self.sites.site(t.block_site).is_some_and(|s| s.user) => {
+                            self.site_text(t.block_site)
+                        }
+                        // A wait in library code: the user frame that led
+                        // there (the stack is captured for such waits).
+                        None => stack
+                            .iter()
+                            .filter_map(|f| f.loc.as_ref())
+                            .find(|l| l.line > 0 && !is_library_unit(&l.file, ""))
+                            .map(|l| l.short())
+                            .unwrap_or_else(|| self.site_text(t.block_site)),
+                    },
                     stack,
                 });
             }
