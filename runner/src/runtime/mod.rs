@@ -269,6 +269,9 @@ pub struct Program {
     /// zeroed memory (what every run starts from), up to its last non-zero
     /// byte.
     image: std::sync::OnceLock<Vec<u8>>,
+    /// The mutable globals of the instance the image was taken from, right
+    /// after its start function: every run's main thread starts from them.
+    main_globals: std::sync::OnceLock<Vec<wasmtime::Val>>,
     /// The instrumented sites, symbolized.
     pub sites: Arc<SiteTable>,
     site_info: Arc<[instrument::SiteInfo]>,
@@ -351,6 +354,7 @@ impl Program {
             spare_slots: Mutex::new(Vec::new()),
             reuse: inst.sites.reuse_blocker.is_none(),
             image: std::sync::OnceLock::new(),
+            main_globals: std::sync::OnceLock::new(),
             site_info: inst.sites.compact().into(),
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
@@ -1102,6 +1106,19 @@ impl Executor<'_> {
             }
             None => self.instantiate(tid)?,
         };
+        if tid == 0 && self.program.reuse {
+            // Only the instance whose start function initialised the memory
+            // (wasm-ld's `__wasm_init_memory`, which also points the main
+            // thread's `__tls_base` at the static TLS block) has the globals
+            // a main thread starts with; one made later, over the image, or
+            // a thread's, has others (`__tls_base` 0).
+            if let Some(vals) = self.program.main_globals.get() {
+                for ((g, _), v) in w.globals.iter().zip(vals) {
+                    g.set(&mut w.store, *v)
+                        .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
+                }
+            }
+        }
         if let Some(g) = w.store.data().budget {
             let b = self.run.get().next_budget();
             g.set(&mut w.store, wasmtime::Val::I32(b))
@@ -1127,24 +1144,34 @@ impl Executor<'_> {
         );
         let instance = block_on(self.slot.pre.instantiate_async(&mut store))
             .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
+        let mut first_on_zeros = false;
         if tid == 0 && self.program.reuse {
             // Until the image is taken every slot is reset to zeros, so the
             // start function has just run on a zeroed memory.
             // SAFETY: no guest thread of this run has started yet.
             let mem = unsafe { memory::GuestMemory::serialized(self.slot.memory.data()) };
-            self.program
-                .image
-                .get_or_init(|| mem.image((self.program.mem_pages.0 as usize) << 16));
+            let mut took_image = false;
+            self.program.image.get_or_init(|| {
+                took_image = true;
+                mem.image((self.program.mem_pages.0 as usize) << 16)
+            });
+            if took_image {
+                first_on_zeros = true;
+            }
         }
         let globals: Vec<Global> = instance
             .exports(&mut store)
             .filter(|e| e.name().starts_with(instrument::reuse::GLOBAL_PREFIX))
             .filter_map(|e| e.into_global())
             .collect();
-        let globals = globals
+        let globals: Vec<(Global, wasmtime::Val)> = globals
             .into_iter()
             .map(|g| (g, g.get(&mut store)))
             .collect();
+        if first_on_zeros {
+            let vals = globals.iter().map(|(_, v)| *v).collect();
+            let _ = self.program.main_globals.set(vals);
+        }
         let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
