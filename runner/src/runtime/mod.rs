@@ -809,9 +809,22 @@ impl Program {
     }
 
     fn deadlock(&self, st: &RunState) -> Verdict {
+        // Threads blocked on a futex outside any modelled lock or join call:
+        // what they wait for may be a futex-word lock (`model::wordlock`).
+        let bare_wait = |t: Tid| match st.threads.get(t as usize) {
+            Some(th) if th.wants.is_none() => match th.status {
+                Status::Blocked(crate::model::Block::Futex { addr, .. }) => Some(addr),
+                _ => None,
+            },
+            _ => None,
+        };
+        let bare: Vec<Tid> = (0..st.threads.len() as Tid)
+            .filter(|&t| bare_wait(t).is_some())
+            .collect();
         let mut threads = Vec::new();
         for (i, t) in st.threads.iter().enumerate() {
             if let Status::Blocked(crate::model::Block::Futex { addr, .. }) = t.status {
+                let tid = i as Tid;
                 let mut stack = self.symbolize(&t.block_stack);
                 if stack.is_empty() {
                     if let Some(s) = self.sites.site(t.block_site) {
@@ -823,21 +836,35 @@ impl Program {
                 }
                 // A thread blocked inside a lock call waits for that lock.
                 let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
+                let mut owner = t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied());
+                let mut holds: Vec<HeldLock> = t
+                    .holds
+                    .iter()
+                    .map(|&(a, site)| HeldLock {
+                        addr: a,
+                        object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                        site: self.site_text(site),
+                    })
+                    .collect();
+                if let Some(words) = &st.words {
+                    if t.wants.is_none() {
+                        owner = words.owner_for(tid, addr, bare_wait).map(|o| o.tid);
+                    }
+                    holds.extend(words.held_by(tid, &bare, bare_wait).into_iter().map(
+                        |(a, taken)| HeldLock {
+                            addr: a,
+                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                            site: self.taken_at(st, taken),
+                        },
+                    ));
+                }
                 threads.push(BlockedThread {
-                    tid: i as Tid,
+                    tid,
                     name: t.name.clone(),
                     addr: object_addr,
                     object: self.sites.symbol_at(object_addr).map(|s| s.name.clone()),
-                    owner: t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied()),
-                    holds: t
-                        .holds
-                        .iter()
-                        .map(|&(a, site)| HeldLock {
-                            addr: a,
-                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
-                            site: self.site_text(site),
-                        })
-                        .collect(),
+                    owner,
+                    holds,
                     waits_at: self.site_text(t.wants.map(|(_, s)| s).unwrap_or(t.block_site)),
                     stack,
                 });
@@ -845,6 +872,33 @@ impl Program {
         }
         Verdict::Deadlock { threads }
     }
+
+    /// `file:line` where a futex-word lock was taken: the innermost frame
+    /// in user code of the stack captured then, else the taking site.
+    fn taken_at(&self, st: &RunState, taken: crate::model::wordlock::Taken) -> String {
+        let stack = taken
+            .stack
+            .and_then(|i| st.word_stacks.get(i))
+            .map(|raw| self.symbolize(raw))
+            .unwrap_or_default();
+        let user = stack.iter().find_map(|f| {
+            f.loc
+                .as_ref()
+                .filter(|l| !crate::instrument::dwarf::is_library_unit(&l.file, ""))
+                .filter(|l| !is_rust_toolchain_source(&l.file))
+        });
+        match user {
+            Some(l) => l.short(),
+            None => self.site_text(taken.site),
+        }
+    }
+}
+
+/// A source file of the Rust toolchain's own libraries (`std`, `core`,
+/// `alloc`), as rustc's debug info names them (`/rustc/<commit>/library/…`),
+/// or of a crate from a cargo registry.
+fn is_rust_toolchain_source(file: &str) -> bool {
+    file.starts_with("/rustc/") || file.contains("/.cargo/registry/") || file.contains("/.rustup/")
 }
 
 /// Whether heddle provides the import `module.name`.

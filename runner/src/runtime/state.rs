@@ -20,6 +20,7 @@ use super::races::Races;
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
+use crate::model::wordlock::WordLocks;
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
@@ -34,6 +35,18 @@ use wasmtime::SharedMemory;
 pub struct RawFrame {
     pub func: u32,
     pub offset: Option<u32>,
+}
+
+/// An executed access to tracked futex words, not yet accounted for.
+#[derive(Debug, Clone)]
+struct WordOp {
+    site: SiteId,
+    /// A read-modify-write (else a store, copy or fill).
+    rmw: bool,
+    /// Each word's address and value before the access.
+    before: Vec<(u32, u32)>,
+    /// The thread's stack at the access (read-modify-writes, when captured).
+    stack: Vec<RawFrame>,
 }
 
 /// Why a replay stopped following its recording.
@@ -100,6 +113,12 @@ pub struct ThreadRec {
     pub last_child: Option<Tid>,
     /// Locks it holds: address and the site where it took each.
     pub holds: Vec<(u32, SiteId)>,
+    /// Its executed access to tracked futex words whose effect is not yet
+    /// accounted for ([`RunState::words`]): the site, whether it is a
+    /// read-modify-write, and each word's address and value before it.
+    word_op: Option<WordOp>,
+    /// Its stack at its pending read-modify-write (with word tracking).
+    pub word_stack: Vec<RawFrame>,
 }
 
 impl ThreadRec {
@@ -130,6 +149,8 @@ impl ThreadRec {
             last_child: None,
             parent: 0,
             holds: Vec::new(),
+            word_op: None,
+            word_stack: Vec::new(),
         }
     }
 }
@@ -449,6 +470,12 @@ pub struct RunState {
     pub preemptions: u64,
     /// Lock owners known from lock/unlock calls in user code.
     pub lock_owner: BTreeMap<u32, Tid>,
+    /// Futex words used as locks, with their owners (diagnostic runs only:
+    /// the history must be complete, so no yield point may be skipped).
+    pub words: Option<WordLocks>,
+    /// Stacks of the read-modify-writes that took words (indexed by
+    /// [`crate::model::wordlock::Taken::stack`]).
+    pub word_stacks: Vec<Vec<RawFrame>>,
     cands: Vec<Candidate>,
     /// The guest memory's size in pages as the guest sees it (the shared
     /// memory may be larger: it is recycled from earlier runs).
@@ -484,6 +511,7 @@ impl RunState {
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
+        let diagnostics = limits.diagnostics;
         let fast = !sites.memcheck
             && races == RaceMode::Off
             && !limits.record_events
@@ -521,6 +549,8 @@ impl RunState {
             switches: 0,
             preemptions: 0,
             lock_owner: BTreeMap::new(),
+            words: diagnostics.then(WordLocks::default),
+            word_stacks: Vec::new(),
             cands: Vec::new(),
             mem_pages: pages.0,
             mem_max: pages.1,
@@ -667,6 +697,9 @@ impl RunState {
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
         }
+        if self.words.is_some() {
+            self.note_word_op(tid, p);
+        }
         // Record before the race check, so that a racing access that ends
         // the run (`--races fail`) is the last event of the trace.
         if self.limits.record_events {
@@ -702,6 +735,78 @@ impl RunState {
             self.event_stacks.push(stack);
         }
         self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+    }
+
+    /// Notes the values of the tracked futex words `tid`'s access `p`, which
+    /// executes now, may change (a 4-byte read-modify-write is tracked from
+    /// its first one on).
+    fn note_word_op(&mut self, tid: Tid, p: Pending) {
+        let Some(words) = &self.words else { return };
+        let rmw = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg);
+        let mut before = Vec::new();
+        if rmw {
+            if p.len == 4 && p.addr.is_multiple_of(4) {
+                if let Some(v) = self.read_le(p.addr, 4) {
+                    before.push((p.addr, v as u32));
+                }
+            }
+        } else if matches!(p.kind, EventKind::Write | EventKind::Copy | EventKind::Fill) {
+            let (from, to) = (p.addr & !3, p.addr.saturating_add(p.len.max(1)));
+            let mut seen = |a: u32| {
+                if let Some(v) = self.read_le(a, 4) {
+                    before.push((a, v as u32));
+                }
+            };
+            if to - from <= 64 {
+                (from..to)
+                    .step_by(4)
+                    .filter(|&a| words.tracks(a))
+                    .for_each(&mut seen);
+            } else {
+                // A large copy or fill: look only at the tracked words.
+                let mut ws: Vec<u32> = words.tracked().filter(|&a| a >= from && a < to).collect();
+                ws.sort_unstable();
+                ws.into_iter().for_each(&mut seen);
+            }
+        }
+        let th = &mut self.threads[tid as usize];
+        let stack = std::mem::take(&mut th.word_stack);
+        th.word_op = (!before.is_empty()).then_some(WordOp {
+            site: p.site,
+            rmw,
+            before,
+            stack,
+        });
+    }
+
+    /// Accounts for the effect of `tid`'s last access to tracked futex
+    /// words (it has executed by the time the thread reaches its next
+    /// yield point or ends).
+    fn settle_words(&mut self, tid: Tid) {
+        let Some(words) = &mut self.words else { return };
+        let th = &mut self.threads[tid as usize];
+        let Some(WordOp {
+            site,
+            rmw,
+            before,
+            stack,
+        }) = th.word_op.take()
+        else {
+            return;
+        };
+        for (addr, old) in before {
+            let Some(new) = guest(&self.memory).read_le(addr, 4).map(|v| v as u32) else {
+                continue;
+            };
+            if rmw {
+                if words.rmw(tid, addr, site, old, new) && !stack.is_empty() {
+                    self.word_stacks.push(stack.clone());
+                    words.taken_with_stack(tid, addr, self.word_stacks.len() - 1);
+                }
+            } else {
+                words.store(tid, addr, old, new);
+            }
+        }
     }
 
     /// Fills in the value of `tid`'s last recorded access (it has executed
@@ -851,6 +956,7 @@ impl RunState {
         if self.limits.record_events {
             self.fill_last_value(tid);
         }
+        self.settle_words(tid);
         self.tick()?;
         self.note_pending(tid, p);
         if self.ready.len() == 1 {
@@ -966,6 +1072,7 @@ impl RunState {
         if self.limits.record_events {
             self.fill_last_value(tid);
         }
+        self.settle_words(tid);
         self.threads[tid as usize].status = Status::Done;
         if let Some(races) = &mut self.races {
             races.finish(tid);
