@@ -18,5 +18,6 @@ mod portable;
 mod projects;
 mod races;
 mod report;
+mod rust_sync;
 mod strategies;
 mod toolchain;
