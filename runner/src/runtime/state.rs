@@ -91,6 +91,12 @@ pub struct ThreadRec {
     pub name: Option<String>,
     pub spinning: bool,
     last_read: (u32, u64),
+    /// Its last few reads (address, step), most recent first, and how many
+    /// reads in a row re-read one of them that nobody wrote since: a loop
+    /// that polls several words (Rust's `mpsc` channels) spins without
+    /// re-reading the one it read last.
+    recent_reads: [(u32, u64); RECENT_READS],
+    reread_streak: u32,
     /// (address, value there) at this thread's last read-modify-write or
     /// compare-exchange, until it stores to that address another way.
     last_rmw: Option<(u32, u64)>,
@@ -128,6 +134,8 @@ impl ThreadRec {
         self.spins = false;
         self.last_read = (u32::MAX, step);
         self.last_rmw = None;
+        self.recent_reads = [(u32::MAX, step); RECENT_READS];
+        self.reread_streak = 0;
     }
 
     fn new(start_arg: u32) -> ThreadRec {
@@ -138,6 +146,8 @@ impl ThreadRec {
             name: None,
             spinning: false,
             last_read: (u32::MAX, 0),
+            recent_reads: [(u32::MAX, 0); RECENT_READS],
+            reread_streak: 0,
             last_rmw: None,
             spins: false,
             wake_result: 0,
@@ -424,6 +434,9 @@ pub use crate::model::RaceMode;
 
 const STAMP_SLOTS: usize = 4096;
 
+/// Reads a thread remembers for spin detection.
+const RECENT_READS: usize = 8;
+
 /// The state of one run.
 pub struct RunState {
     pub threads: Vec<ThreadRec>,
@@ -656,12 +669,23 @@ impl RunState {
             }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
+                let unwritten_since =
+                    |step: u64| self.write_stamp[slot] <= step && solo_epoch <= step;
                 let (last_addr, last_step) = th.last_read;
                 th.last_read = (p.addr, steps);
-                last_addr == p.addr
-                    && self.write_stamp[slot] <= last_step
-                    && solo_epoch <= last_step
+                let again = last_addr == p.addr && unwritten_since(last_step);
+                // A re-read of one of the last few words read, unwritten
+                // since; two in a row make a polling loop.
+                let seen = th.recent_reads.iter().position(|&(a, _)| a == p.addr);
+                let reread = seen.is_some_and(|i| unwritten_since(th.recent_reads[i].1));
+                th.reread_streak = if reread { th.reread_streak + 1 } else { 0 };
+                let i = seen.unwrap_or(RECENT_READS - 1);
+                th.recent_reads.copy_within(0..i, 1);
+                th.recent_reads[0] = (p.addr, steps);
+                again || th.reread_streak >= 2
             }
+            // A fence between the polls of a spin loop is part of the spin.
+            EventKind::Fence => th.spins,
             // Out of budget at a loop header: a loop without yield points.
             EventKind::Budget => self
                 .info
