@@ -34,7 +34,15 @@ fn main() {
         }
         let head = std::fs::read_to_string(Path::new(&dir).join("HEAD")).unwrap_or_default();
         if let Some(r) = head.trim().strip_prefix("ref: ") {
-            let p = Path::new(&dir).join(r);
+            // In a linked worktree the branch's ref lives in the common
+            // directory, not beside HEAD: ask git where.
+            let p = Command::new("git")
+                .args(["rev-parse", "--git-path", r])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| Path::new(String::from_utf8_lossy(&o.stdout).trim()).to_path_buf())
+                .unwrap_or_else(|| Path::new(&dir).join(r));
             if p.exists() {
                 println!("cargo:rerun-if-changed={}", p.display());
             }

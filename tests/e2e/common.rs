@@ -159,3 +159,52 @@ pub fn assert_usage_error(out: &Output, needle: &str) {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// Compiles a Rust program (relative to the repo root) with
+/// `rustc --edition 2021 --target wasm32-wasip1-threads -g -O` into a cache
+/// under the target directory, keyed by the source and the compiler
+/// version; returns the module's path. Adds the target with rustup if the
+/// compiler lacks it.
+pub fn rust_build(source: &str) -> PathBuf {
+    const TARGET: &str = "wasm32-wasip1-threads";
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let path = repo().join(source);
+    let version = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("run rustc -vV");
+    let mut key = std::fs::read(&path).unwrap_or_else(|e| panic!("{source}: {e}"));
+    key.extend_from_slice(&version.stdout);
+    let hash = heddle::paths::sha256_hex(&key);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rust-programs");
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let out = dir.join(format!("{stem}-{}.wasm", &hash[..12]));
+    if out.is_file() {
+        return out;
+    }
+    let compile = || {
+        Command::new("rustc")
+            .args(["--edition", "2021", "--target", TARGET, "-g", "-O"])
+            .arg(&path)
+            .arg("-o")
+            .arg(dir.join(format!("{stem}.tmp.wasm")))
+            .output()
+            .expect("run rustc")
+    };
+    let mut o = compile();
+    if !o.status.success() && text(&o.stderr).contains("target may not be installed") {
+        let _ = Command::new("rustup")
+            .args(["target", "add", TARGET])
+            .status();
+        o = compile();
+    }
+    assert!(
+        o.status.success(),
+        "rustc {source} failed:\n{}",
+        text(&o.stderr)
+    );
+    std::fs::rename(dir.join(format!("{stem}.tmp.wasm")), &out).expect("rename module");
+    out
+}

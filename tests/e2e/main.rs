@@ -19,5 +19,6 @@ mod projects;
 mod races;
 mod report;
 mod rust;
+mod rust_sync;
 mod strategies;
 mod toolchain;

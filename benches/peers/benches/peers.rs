@@ -21,12 +21,15 @@ mod shuttle_programs;
 
 #[path = "../../machine.rs"]
 mod machine;
-use heddle_peers::{markdown_table, parse_fuzz_summary, replace_section, runs_for, Case, Row};
+use heddle_peers::{
+    heddle_binary, markdown_table, parse_fuzz_summary, replace_section, runs_for,
+    workspace_root as root, Case, Row,
+};
 use machine::{machine, today};
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, Runner};
 use shuttle_programs::CASES;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -34,43 +37,11 @@ use std::time::Instant;
 /// noisy to size the measurement from; it is repeated with more runs.
 const CALIBRATION_FRACTION: f64 = 0.25;
 
-/// The workspace root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
-}
-
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-/// The heddle binary: `$HEDDLE`, or the release build in the target
-/// directory cargo would use, built if it is not there.
-fn heddle_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("HEDDLE") {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let bin = target.join("release/heddle");
-    if !bin.is_file() {
-        eprintln!("building {}", bin.display());
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--release", "-p", "heddle"])
-            .current_dir(root())
-            .status()
-            .expect("run cargo");
-        assert!(st.success(), "cargo build --release -p heddle failed");
-        assert!(bin.is_file(), "no heddle binary at {}", bin.display());
-    }
-    bin
 }
 
 /// Runs heddle and shuttle on one case.

@@ -7,6 +7,9 @@
 //! the bench and the tests; shuttle is a dev-dependency only, so nothing here
 //! names it.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
 /// One program measured by the bench: the C source heddle compiles and the
 /// same logic written against shuttle's `sync` and `thread` modules.
 #[derive(Clone, Copy)]
@@ -46,6 +49,38 @@ pub fn parse_fuzz_summary(line: &str) -> Option<FuzzSummary> {
         runs_per_sec: rate.parse().ok()?,
         failing: failing.parse().ok()?,
     })
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// The heddle binary: `$HEDDLE`, or the release build in the target
+/// directory cargo would use, built if it is not there.
+pub fn heddle_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HEDDLE") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let bin = target.join("release/heddle");
+    if !bin.is_file() {
+        eprintln!("building {}", bin.display());
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--release", "-p", "heddle"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "cargo build --release -p heddle failed");
+        assert!(bin.is_file(), "no heddle binary at {}", bin.display());
+    }
+    bin
 }
 
 /// Median of `xs` (mean of the middle two for an even count); NaN if empty.

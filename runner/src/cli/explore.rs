@@ -178,11 +178,14 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         return Ok(crate::interrupt::requested().map_or(EXIT_OK, crate::interrupt::exit_code));
     };
     let (path, detailed) = f.record(&t, &program, &base, &a.out)?;
-    writeln!(
-        out,
-        "first failing schedule (#{}): {}",
-        f.schedule, f.reason
-    )?;
+    // The run recorded with diagnostics knows more (stacks, the owners of
+    // futex-word locks); its verdict is the one the replay file records.
+    let reason = if detailed.verdict.is_pass() {
+        f.reason.clone()
+    } else {
+        detailed.verdict.summary()
+    };
+    writeln!(out, "first failing schedule (#{}): {reason}", f.schedule)?;
     if !f.interleaving.is_empty() {
         writeln!(out, "  user interleaving:")?;
         for (i, e) in f.interleaving.iter().enumerate() {

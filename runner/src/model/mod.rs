@@ -6,6 +6,7 @@ pub(crate) mod clock;
 pub(crate) mod futex;
 pub mod hb;
 pub(crate) mod heap;
+pub mod wordlock;
 
 pub use clock::Clock;
 pub use futex::FutexTable;

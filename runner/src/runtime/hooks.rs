@@ -333,6 +333,13 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             // The yield point comes first, then the access, which may trap
             // (as it does when the guest skips the yield point).
             let p = pending_access(&st, site, addr, None);
+            if st.words.is_some() && matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg) {
+                // Where a futex word may be taken (for deadlock reports).
+                drop(st);
+                let stack = raw_stack(&caller);
+                st = ctx.run.get();
+                st.threads[ctx.tid as usize].word_stack = stack;
+            }
             match st.yield_point(ctx.tid, p) {
                 Ok(false) if out_of_bounds(&st, &p) => Err(Trap::MemoryOutOfBounds.into()),
                 Ok(false) => match st.check_access(&p) {

@@ -270,6 +270,9 @@ pub struct Program {
     /// zeroed memory (what every run starts from), up to its last non-zero
     /// byte.
     image: std::sync::OnceLock<Vec<u8>>,
+    /// The mutable globals of the instance the image was taken from, right
+    /// after its start function: every run's main thread starts from them.
+    main_globals: std::sync::OnceLock<Vec<wasmtime::Val>>,
     /// The instrumented sites, symbolized.
     pub sites: Arc<SiteTable>,
     site_info: Arc<[instrument::SiteInfo]>,
@@ -352,6 +355,7 @@ impl Program {
             spare_slots: Mutex::new(Vec::new()),
             reuse: inst.sites.reuse_blocker.is_none(),
             image: std::sync::OnceLock::new(),
+            main_globals: std::sync::OnceLock::new(),
             site_info: inst.sites.compact().into(),
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
@@ -819,9 +823,22 @@ impl Program {
     }
 
     fn deadlock(&self, st: &RunState) -> Verdict {
+        // Threads blocked on a futex outside any modelled lock or join call:
+        // what they wait for may be a futex-word lock (`model::wordlock`).
+        let bare_wait = |t: Tid| match st.threads.get(t as usize) {
+            Some(th) if th.wants.is_none() => match th.status {
+                Status::Blocked(crate::model::Block::Futex { addr, .. }) => Some(addr),
+                _ => None,
+            },
+            _ => None,
+        };
+        let bare: Vec<Tid> = (0..st.threads.len() as Tid)
+            .filter(|&t| bare_wait(t).is_some())
+            .collect();
         let mut threads = Vec::new();
         for (i, t) in st.threads.iter().enumerate() {
             if let Status::Blocked(crate::model::Block::Futex { addr, .. }) = t.status {
+                let tid = i as Tid;
                 let mut stack = self.symbolize(&t.block_stack);
                 if stack.is_empty() {
                     if let Some(s) = self.sites.site(t.block_site) {
@@ -833,21 +850,35 @@ impl Program {
                 }
                 // A thread blocked inside a lock call waits for that lock.
                 let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
+                let mut owner = t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied());
+                let mut holds: Vec<HeldLock> = t
+                    .holds
+                    .iter()
+                    .map(|&(a, site)| HeldLock {
+                        addr: a,
+                        object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                        site: self.site_text(site),
+                    })
+                    .collect();
+                if let Some(words) = &st.words {
+                    if t.wants.is_none() {
+                        owner = words.owner_for(tid, addr, bare_wait).map(|o| o.tid);
+                    }
+                    holds.extend(words.held_by(tid, &bare, bare_wait).into_iter().map(
+                        |(a, taken)| HeldLock {
+                            addr: a,
+                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                            site: self.taken_at(st, taken),
+                        },
+                    ));
+                }
                 threads.push(BlockedThread {
-                    tid: i as Tid,
+                    tid,
                     name: t.name.clone(),
                     addr: object_addr,
                     object: self.sites.symbol_at(object_addr).map(|s| s.name.clone()),
-                    owner: t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied()),
-                    holds: t
-                        .holds
-                        .iter()
-                        .map(|&(a, site)| HeldLock {
-                            addr: a,
-                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
-                            site: self.site_text(site),
-                        })
-                        .collect(),
+                    owner,
+                    holds,
                     waits_at: match t.wants {
                         Some((_, s)) => self.site_text(s),
                         None if self.sites.site(t.block_site).is_some_and(|s| s.user) => {
@@ -868,6 +899,33 @@ impl Program {
         }
         Verdict::Deadlock { threads }
     }
+
+    /// `file:line` where a futex-word lock was taken: the innermost frame
+    /// in user code of the stack captured then, else the taking site.
+    fn taken_at(&self, st: &RunState, taken: crate::model::wordlock::Taken) -> String {
+        let stack = taken
+            .stack
+            .and_then(|i| st.word_stacks.get(i))
+            .map(|raw| self.symbolize(raw))
+            .unwrap_or_default();
+        let user = stack.iter().find_map(|f| {
+            f.loc
+                .as_ref()
+                .filter(|l| !crate::instrument::dwarf::is_library_unit(&l.file, ""))
+                .filter(|l| !is_rust_toolchain_source(&l.file))
+        });
+        match user {
+            Some(l) => l.short(),
+            None => self.site_text(taken.site),
+        }
+    }
+}
+
+/// A source file of the Rust toolchain's own libraries (`std`, `core`,
+/// `alloc`), as rustc's debug info names them (`/rustc/<commit>/library/…`),
+/// or of a crate from a cargo registry.
+fn is_rust_toolchain_source(file: &str) -> bool {
+    file.starts_with("/rustc/") || file.contains("/.cargo/registry/") || file.contains("/.rustup/")
 }
 
 /// Whether heddle provides the import `module.name`.
@@ -1139,6 +1197,19 @@ impl Executor<'_> {
             }
             None => self.instantiate(tid)?,
         };
+        if tid == 0 && self.program.reuse {
+            // Only the instance whose start function initialised the memory
+            // (wasm-ld's `__wasm_init_memory`, which also points the main
+            // thread's `__tls_base` at the static TLS block) has the globals
+            // a main thread starts with; one made later, over the image, or
+            // a thread's, has others (`__tls_base` 0).
+            if let Some(vals) = self.program.main_globals.get() {
+                for ((g, _), v) in w.globals.iter().zip(vals) {
+                    g.set(&mut w.store, *v)
+                        .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
+                }
+            }
+        }
         if let Some(g) = w.store.data().budget {
             let b = self.run.get().next_budget();
             g.set(&mut w.store, wasmtime::Val::I32(b))
@@ -1164,24 +1235,34 @@ impl Executor<'_> {
         );
         let instance = block_on(self.slot.pre.instantiate_async(&mut store))
             .map_err(|e| anyhow!("cannot instantiate the module: {e}"))?;
+        let mut first_on_zeros = false;
         if tid == 0 && self.program.reuse {
             // Until the image is taken every slot is reset to zeros, so the
             // start function has just run on a zeroed memory.
             // SAFETY: no guest thread of this run has started yet.
             let mem = unsafe { memory::GuestMemory::serialized(self.slot.memory.data()) };
-            self.program
-                .image
-                .get_or_init(|| mem.image((self.program.mem_pages.0 as usize) << 16));
+            let mut took_image = false;
+            self.program.image.get_or_init(|| {
+                took_image = true;
+                mem.image((self.program.mem_pages.0 as usize) << 16)
+            });
+            if took_image {
+                first_on_zeros = true;
+            }
         }
         let globals: Vec<Global> = instance
             .exports(&mut store)
             .filter(|e| e.name().starts_with(instrument::reuse::GLOBAL_PREFIX))
             .filter_map(|e| e.into_global())
             .collect();
-        let globals = globals
+        let globals: Vec<(Global, wasmtime::Val)> = globals
             .into_iter()
             .map(|g| (g, g.get(&mut store)))
             .collect();
+        if first_on_zeros {
+            let vals = globals.iter().map(|(_, v)| *v).collect();
+            let _ = self.program.main_globals.set(vals);
+        }
         let budget = instance.get_global(&mut store, instrument::rewrite::EXPORT_BUDGET);
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);

@@ -20,6 +20,7 @@ use super::races::Races;
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
+use crate::model::wordlock::WordLocks;
 use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
@@ -34,6 +35,18 @@ use wasmtime::SharedMemory;
 pub struct RawFrame {
     pub func: u32,
     pub offset: Option<u32>,
+}
+
+/// An executed access to tracked futex words, not yet accounted for.
+#[derive(Debug, Clone)]
+struct WordOp {
+    site: SiteId,
+    /// A read-modify-write (else a store, copy or fill).
+    rmw: bool,
+    /// Each word's address and value before the access.
+    before: Vec<(u32, u32)>,
+    /// The thread's stack at the access (read-modify-writes, when captured).
+    stack: Vec<RawFrame>,
 }
 
 /// Why a replay stopped following its recording.
@@ -78,6 +91,12 @@ pub struct ThreadRec {
     pub name: Option<String>,
     pub spinning: bool,
     last_read: (u32, u64),
+    /// Its last few reads (address, step), most recent first, and how many
+    /// reads in a row re-read one of them that nobody wrote since: a loop
+    /// that polls several words (Rust's `mpsc` channels) spins without
+    /// re-reading the one it read last.
+    recent_reads: [(u32, u64); RECENT_READS],
+    reread_streak: u32,
     /// (address, value there) at this thread's last read-modify-write or
     /// compare-exchange, until it stores to that address another way.
     last_rmw: Option<(u32, u64)>,
@@ -100,6 +119,12 @@ pub struct ThreadRec {
     pub last_child: Option<Tid>,
     /// Locks it holds: address and the site where it took each.
     pub holds: Vec<(u32, SiteId)>,
+    /// Its executed access to tracked futex words whose effect is not yet
+    /// accounted for ([`RunState::words`]): the site, whether it is a
+    /// read-modify-write, and each word's address and value before it.
+    word_op: Option<WordOp>,
+    /// Its stack at its pending read-modify-write (with word tracking).
+    pub word_stack: Vec<RawFrame>,
 }
 
 impl ThreadRec {
@@ -109,6 +134,8 @@ impl ThreadRec {
         self.spins = false;
         self.last_read = (u32::MAX, step);
         self.last_rmw = None;
+        self.recent_reads = [(u32::MAX, step); RECENT_READS];
+        self.reread_streak = 0;
     }
 
     fn new(start_arg: u32) -> ThreadRec {
@@ -119,6 +146,8 @@ impl ThreadRec {
             name: None,
             spinning: false,
             last_read: (u32::MAX, 0),
+            recent_reads: [(u32::MAX, 0); RECENT_READS],
+            reread_streak: 0,
             last_rmw: None,
             spins: false,
             wake_result: 0,
@@ -130,6 +159,8 @@ impl ThreadRec {
             last_child: None,
             parent: 0,
             holds: Vec::new(),
+            word_op: None,
+            word_stack: Vec::new(),
         }
     }
 }
@@ -403,6 +434,9 @@ pub use crate::model::RaceMode;
 
 const STAMP_SLOTS: usize = 4096;
 
+/// Reads a thread remembers for spin detection.
+const RECENT_READS: usize = 8;
+
 /// The state of one run.
 pub struct RunState {
     pub threads: Vec<ThreadRec>,
@@ -449,6 +483,12 @@ pub struct RunState {
     pub preemptions: u64,
     /// Lock owners known from lock/unlock calls in user code.
     pub lock_owner: BTreeMap<u32, Tid>,
+    /// Futex words used as locks, with their owners (diagnostic runs only:
+    /// the history must be complete, so no yield point may be skipped).
+    pub words: Option<WordLocks>,
+    /// Stacks of the read-modify-writes that took words (indexed by
+    /// [`crate::model::wordlock::Taken::stack`]).
+    pub word_stacks: Vec<Vec<RawFrame>>,
     cands: Vec<Candidate>,
     /// The guest memory's size in pages as the guest sees it (the shared
     /// memory may be larger: it is recycled from earlier runs).
@@ -484,6 +524,7 @@ impl RunState {
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
+        let diagnostics = limits.diagnostics;
         let fast = !sites.memcheck
             && races == RaceMode::Off
             && !limits.record_events
@@ -521,6 +562,8 @@ impl RunState {
             switches: 0,
             preemptions: 0,
             lock_owner: BTreeMap::new(),
+            words: diagnostics.then(WordLocks::default),
+            word_stacks: Vec::new(),
             cands: Vec::new(),
             mem_pages: pages.0,
             mem_max: pages.1,
@@ -626,12 +669,23 @@ impl RunState {
             }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
+                let unwritten_since =
+                    |step: u64| self.write_stamp[slot] <= step && solo_epoch <= step;
                 let (last_addr, last_step) = th.last_read;
                 th.last_read = (p.addr, steps);
-                last_addr == p.addr
-                    && self.write_stamp[slot] <= last_step
-                    && solo_epoch <= last_step
+                let again = last_addr == p.addr && unwritten_since(last_step);
+                // A re-read of one of the last few words read, unwritten
+                // since; two in a row make a polling loop.
+                let seen = th.recent_reads.iter().position(|&(a, _)| a == p.addr);
+                let reread = seen.is_some_and(|i| unwritten_since(th.recent_reads[i].1));
+                th.reread_streak = if reread { th.reread_streak + 1 } else { 0 };
+                let i = seen.unwrap_or(RECENT_READS - 1);
+                th.recent_reads.copy_within(0..i, 1);
+                th.recent_reads[0] = (p.addr, steps);
+                again || th.reread_streak >= 2
             }
+            // A fence between the polls of a spin loop is part of the spin.
+            EventKind::Fence => th.spins,
             // Out of budget at a loop header: a loop without yield points.
             EventKind::Budget => self
                 .info
@@ -666,6 +720,9 @@ impl RunState {
             }
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
+        }
+        if self.words.is_some() {
+            self.note_word_op(tid, p);
         }
         // Record before the race check, so that a racing access that ends
         // the run (`--races fail`) is the last event of the trace.
@@ -702,6 +759,78 @@ impl RunState {
             self.event_stacks.push(stack);
         }
         self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+    }
+
+    /// Notes the values of the tracked futex words `tid`'s access `p`, which
+    /// executes now, may change (a 4-byte read-modify-write is tracked from
+    /// its first one on).
+    fn note_word_op(&mut self, tid: Tid, p: Pending) {
+        let Some(words) = &self.words else { return };
+        let rmw = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg);
+        let mut before = Vec::new();
+        if rmw {
+            if p.len == 4 && p.addr.is_multiple_of(4) {
+                if let Some(v) = self.read_le(p.addr, 4) {
+                    before.push((p.addr, v as u32));
+                }
+            }
+        } else if matches!(p.kind, EventKind::Write | EventKind::Copy | EventKind::Fill) {
+            let (from, to) = (p.addr & !3, p.addr.saturating_add(p.len.max(1)));
+            let mut seen = |a: u32| {
+                if let Some(v) = self.read_le(a, 4) {
+                    before.push((a, v as u32));
+                }
+            };
+            if to - from <= 64 {
+                (from..to)
+                    .step_by(4)
+                    .filter(|&a| words.tracks(a))
+                    .for_each(&mut seen);
+            } else {
+                // A large copy or fill: look only at the tracked words.
+                let mut ws: Vec<u32> = words.tracked().filter(|&a| a >= from && a < to).collect();
+                ws.sort_unstable();
+                ws.into_iter().for_each(&mut seen);
+            }
+        }
+        let th = &mut self.threads[tid as usize];
+        let stack = std::mem::take(&mut th.word_stack);
+        th.word_op = (!before.is_empty()).then_some(WordOp {
+            site: p.site,
+            rmw,
+            before,
+            stack,
+        });
+    }
+
+    /// Accounts for the effect of `tid`'s last access to tracked futex
+    /// words (it has executed by the time the thread reaches its next
+    /// yield point or ends).
+    fn settle_words(&mut self, tid: Tid) {
+        let Some(words) = &mut self.words else { return };
+        let th = &mut self.threads[tid as usize];
+        let Some(WordOp {
+            site,
+            rmw,
+            before,
+            stack,
+        }) = th.word_op.take()
+        else {
+            return;
+        };
+        for (addr, old) in before {
+            let Some(new) = guest(&self.memory).read_le(addr, 4).map(|v| v as u32) else {
+                continue;
+            };
+            if rmw {
+                if words.rmw(tid, addr, site, old, new) && !stack.is_empty() {
+                    self.word_stacks.push(stack.clone());
+                    words.taken_with_stack(tid, addr, self.word_stacks.len() - 1);
+                }
+            } else {
+                words.store(tid, addr, old, new);
+            }
+        }
     }
 
     /// Fills in the value of `tid`'s last recorded access (it has executed
@@ -851,6 +980,7 @@ impl RunState {
         if self.limits.record_events {
             self.fill_last_value(tid);
         }
+        self.settle_words(tid);
         self.tick()?;
         self.note_pending(tid, p);
         if self.ready.len() == 1 {
@@ -966,6 +1096,7 @@ impl RunState {
         if self.limits.record_events {
             self.fill_last_value(tid);
         }
+        self.settle_words(tid);
         self.threads[tid as usize].status = Status::Done;
         if let Some(races) = &mut self.races {
             races.finish(tid);
