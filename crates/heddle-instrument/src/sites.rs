@@ -117,7 +117,11 @@ pub struct Site {
     pub id: SiteId,
     /// Function index in the original module.
     pub func: u32,
-    /// Function name (demangled) from the name section, or `func[N]`.
+    /// The function the instruction belongs to in the source, demangled:
+    /// the innermost user frame of its inlined call chain when that frame
+    /// was inlined into `func` (a closure's atomic inlined from `core`
+    /// names the closure), else `func`'s name from the name section, or
+    /// `func[N]`.
     pub func_name: String,
     /// Byte offset of the instruction in the original module.
     pub offset: u32,
@@ -129,9 +133,11 @@ pub struct Site {
     pub size: u32,
     /// The static `offset=` of the memory argument, added to the dynamic address.
     pub mem_offset: u64,
-    /// Source position, when the module has DWARF for it.
+    /// Source position, when the module has DWARF for it: the line in the
+    /// innermost user frame of the inlined call chain.
     pub loc: Option<Loc>,
-    /// Whether the function is user code.
+    /// Whether the instruction is user code: its function's unit is, and
+    /// some frame of its inlined chain is (see `DebugInfo::owner`).
     pub user: bool,
     /// For [`SiteKind::Call`]: the import called, as `module.name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
