@@ -489,15 +489,20 @@ fn panic_header(line: &str) -> Option<(String, String)> {
     Some((name.to_string(), loc.to_string()))
 }
 
-/// The innermost frame in user code, as `function (file:line)`, falling back
-/// to the innermost frame with any location, then `?`.
-pub fn top_user(stack: &[Frame]) -> String {
-    let user = stack.iter().find(|f| {
+/// The innermost frame of `stack` whose source is user code (not the
+/// toolchain's libraries, Rust's `std` or a cargo registry crate).
+pub fn user_frame(stack: &[Frame]) -> Option<&Frame> {
+    stack.iter().find(|f| {
         f.loc
             .as_ref()
             .is_some_and(|l| !is_library_unit(&l.file, ""))
-    });
-    match user
+    })
+}
+
+/// The innermost frame in user code, as `function (file:line)`, falling back
+/// to the innermost frame with any location, then `?`.
+pub fn top_user(stack: &[Frame]) -> String {
+    match user_frame(stack)
         .or_else(|| stack.iter().find(|f| f.loc.is_some()))
         .or(stack.first())
     {

@@ -19,7 +19,6 @@ pub(crate) mod races;
 pub(crate) mod state;
 pub(crate) mod wasi;
 
-use crate::instrument::dwarf::is_library_unit;
 use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
 use crate::model::{Status, Tid, NO_SITE};
 use crate::paths;
@@ -619,22 +618,19 @@ impl Program {
                 let panic = in_abort
                     .then(|| crate::verdict::rust_panic(&stderr_text))
                     .flatten();
-                match stderr_text
+                let assertion = stderr_text
                     .lines()
                     .rev()
-                    .find(|l| l.starts_with("Assertion failed"))
-                {
-                    _ if panic.is_some() => {
-                        let p = panic.expect("checked");
-                        Verdict::Panic {
-                            message: p.message,
-                            location: p.location,
-                            thread: Some(p.thread),
-                            tid,
-                            stack,
-                        }
-                    }
-                    Some(line) if in_abort => Verdict::Assertion {
+                    .find(|l| l.starts_with("Assertion failed"));
+                match (panic, assertion) {
+                    (Some(p), _) => Verdict::Panic {
+                        message: p.message,
+                        location: p.location,
+                        thread: Some(p.thread),
+                        tid,
+                        stack,
+                    },
+                    (None, Some(line)) if in_abort => Verdict::Assertion {
                         message: line.to_string(),
                         tid,
                         stack,
@@ -886,12 +882,7 @@ impl Program {
                         }
                         // A wait in library code: the user frame that led
                         // there (the stack is captured for such waits).
-                        None => stack
-                            .iter()
-                            .filter_map(|f| f.loc.as_ref())
-                            .find(|l| l.line > 0 && !is_library_unit(&l.file, ""))
-                            .map(|l| l.short())
-                            .unwrap_or_else(|| self.site_text(t.block_site)),
+                        None => user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
                     },
                     stack,
                 });
@@ -908,24 +899,15 @@ impl Program {
             .and_then(|i| st.word_stacks.get(i))
             .map(|raw| self.symbolize(raw))
             .unwrap_or_default();
-        let user = stack.iter().find_map(|f| {
-            f.loc
-                .as_ref()
-                .filter(|l| !crate::instrument::dwarf::is_library_unit(&l.file, ""))
-                .filter(|l| !is_rust_toolchain_source(&l.file))
-        });
-        match user {
-            Some(l) => l.short(),
-            None => self.site_text(taken.site),
-        }
+        user_line(&stack).unwrap_or_else(|| self.site_text(taken.site))
     }
 }
 
-/// A source file of the Rust toolchain's own libraries (`std`, `core`,
-/// `alloc`), as rustc's debug info names them (`/rustc/<commit>/library/…`),
-/// or of a crate from a cargo registry.
-fn is_rust_toolchain_source(file: &str) -> bool {
-    file.starts_with("/rustc/") || file.contains("/.cargo/registry/") || file.contains("/.rustup/")
+/// `file:line` of the innermost user-code frame of `stack`.
+fn user_line(stack: &[Frame]) -> Option<String> {
+    crate::verdict::user_frame(stack)
+        .and_then(|f| f.loc.as_ref())
+        .map(|l| l.short())
 }
 
 /// Whether heddle provides the import `module.name`.
@@ -1118,17 +1100,10 @@ impl Slot {
         }
     }
 
-    /// An idle instance for thread `tid`, if there is one: for the main
-    /// thread one instantiated for a main thread, for the others one that
-    /// was not. A thread instance's globals are those right after its
-    /// instantiation, when the start function had already initialised the
-    /// memory for an earlier instance and left its TLS base at 0; a main
-    /// thread on it would address its thread-locals at 0 (a Rust panic in
-    /// main reads the thread's id there, after a run whose main trapped
-    /// gave its instance back before its suspended threads).
-    fn reuse(&mut self, tid: Tid) -> Option<Worker> {
-        let i = self.idle.iter().rposition(|w| w.for_main == (tid == 0))?;
-        let w = self.idle.remove(i);
+    /// An idle instance, if there is one (a main thread on it starts from
+    /// `Program::main_globals`, whatever it was made for).
+    fn reuse(&mut self) -> Option<Worker> {
+        let w = self.idle.pop()?;
         IDLE_INSTANCES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         Some(w)
     }
@@ -1151,8 +1126,6 @@ struct Worker {
     entry: Result<TypedFunc<(i32, i32), ()>, String>,
     /// Every mutable global with its value right after instantiation.
     globals: Vec<(Global, wasmtime::Val)>,
-    /// Instantiated for the main thread (see [`Slot::reuse`]).
-    for_main: bool,
 }
 
 struct Executor<'p> {
@@ -1179,7 +1152,7 @@ impl Executor<'_> {
     /// An instance for thread `tid`: an idle one reset, or a new one.
     fn worker(&mut self, tid: Tid) -> Result<Worker> {
         let reused = if self.program.reuse {
-            self.slot.reuse(tid)
+            self.slot.reuse()
         } else {
             None
         };
@@ -1284,7 +1257,6 @@ impl Executor<'_> {
             main,
             entry,
             globals,
-            for_main: tid == 0,
         })
     }
 
