@@ -9,7 +9,7 @@
 //! unless the frame escapes, and backtraces of the instrumented module
 //! symbolize to the original source.
 
-use crate::common::{build, heddle_out, manifest, repo, target_module, tempdir, text};
+use crate::common::{build, heddle_out, manifest, repo, rust_build, target_module, tempdir, text};
 use heddle::instrument::{self, Config, Granularity, Instrumented, SiteKind, SiteTable};
 use heddle::runtime::plain::{self, PlainOutcome, PlainProgram};
 use std::collections::BTreeMap;
@@ -1623,35 +1623,13 @@ fn two_sources_with_the_same_contents_keep_their_own_names() {
     }
 }
 
-/// `rustc --target wasm32-wasip1-threads -g -O` of `tests/programs/rust/NAME.rs`.
-fn rust_module(name: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    let out = dir.join(format!("{name}.wasm"));
-    let src = repo().join(format!("tests/programs/rust/{name}.rs"));
-    let status = std::process::Command::new("rustc")
-        .args([
-            "--target",
-            "wasm32-wasip1-threads",
-            "-g",
-            "-O",
-            "--edition",
-            "2021",
-        ])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("rustc runs");
-    assert!(status.success(), "rustc failed on {}", src.display());
-    out
-}
-
 /// A Rust closure's atomics are inlined from `core`: they belong to the
 /// closure, at its lines and under its demangled name, and are found; the
 /// bodies of `std`'s functions are library code.
 #[test]
 fn rust_atomics_inlined_from_core_belong_to_the_closure() {
     let dir = tempdir();
-    let wasm = rust_module("inlined_atomics", dir.path());
+    let wasm = rust_build("tests/programs/rust/inlined_atomics.rs");
     let module = std::fs::read(&wasm).unwrap();
     let table = instrument::instrument(&module, &all_cfg()).unwrap().sites;
     let user: Vec<_> = table.sites.iter().filter(|s| s.user).collect();
