@@ -1541,13 +1541,24 @@ fn rewrite_body<'a>(
     };
 
     // Whose code an instruction is (see `FuncCtx::attribute`).
+    // An instruction's owner is asked for twice (whether it is a yield
+    // point, then for its site): the last answer is kept.
+    let last_owner: std::cell::RefCell<Option<(usize, Owner)>> = Default::default();
     let owner = |offset: usize| -> Owner {
         if !ctx.user {
-            Owner::Library
-        } else if !ctx.attribute {
-            Owner::Unknown
-        } else {
-            debug.owner(offset as u64, ctx.code)
+            return Owner::Library;
+        }
+        if !ctx.attribute {
+            return Owner::Unknown;
+        }
+        let mut last = last_owner.borrow_mut();
+        match &*last {
+            Some((at, o)) if *at == offset => o.clone(),
+            _ => {
+                let o = debug.owner(offset as u64, ctx.code);
+                *last = Some((offset, o.clone()));
+                o
+            }
         }
     };
     let is_user_op = |offset: usize| !matches!(owner(offset), Owner::Library);
