@@ -27,7 +27,7 @@
 
 use super::Tid;
 use crate::instrument::SiteId;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// One tracked word.
 #[derive(Debug, Clone, Default)]
@@ -56,7 +56,7 @@ pub struct Taken {
 /// The futex words of one run that look like locks.
 #[derive(Debug, Default)]
 pub struct WordLocks {
-    words: HashMap<u32, Word>,
+    words: BTreeMap<u32, Word>,
 }
 
 impl WordLocks {
@@ -66,9 +66,9 @@ impl WordLocks {
         self.words.contains_key(&addr)
     }
 
-    /// The addresses of the tracked words, in no particular order.
-    pub fn tracked(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.keys().copied()
+    /// The addresses of the tracked words in `range`, ascending.
+    pub fn tracked(&self, range: std::ops::Range<u32>) -> impl Iterator<Item = u32> + '_ {
+        self.words.range(range).map(|(&a, _)| a)
     }
 
     /// `tid`'s 4-byte read-modify-write (or compare-exchange) at `site`
@@ -170,8 +170,7 @@ impl WordLocks {
         waiters: &[Tid],
         blocked_on: impl Fn(Tid) -> Option<u32>,
     ) -> Vec<(u32, Taken)> {
-        let mut v: Vec<(u32, Taken)> = self
-            .words
+        self.words
             .iter()
             .filter(|(_, w)| w.owner.is_some_and(|o| o.tid == tid))
             .filter(|(&a, _)| {
@@ -180,9 +179,7 @@ impl WordLocks {
                     .any(|&t| self.owner_for(t, a, &blocked_on).is_some())
             })
             .filter_map(|(&a, w)| w.owner.map(|o| (a, o)))
-            .collect();
-        v.sort_by_key(|(a, _)| *a);
-        v
+            .collect()
     }
 }
 

@@ -788,9 +788,7 @@ impl RunState {
                     .for_each(&mut seen);
             } else {
                 // A large copy or fill: look only at the tracked words.
-                let mut ws: Vec<u32> = words.tracked().filter(|&a| a >= from && a < to).collect();
-                ws.sort_unstable();
-                ws.into_iter().for_each(&mut seen);
+                words.tracked(from..to).for_each(&mut seen);
             }
         }
         let th = &mut self.threads[tid as usize];
