@@ -264,7 +264,8 @@ impl<'a> Observer<'a> {
         // visible): an atomic write releases its word, an atomic read
         // acquires it; a barrier's arrival releases into it and every
         // return from `pthread_barrier_wait` or `pthread_once` acquires the
-        // object. Atomics on a lock's own words are left out.
+        // object; a thread woken from a futex wait acquires the notifies on
+        // its word. Atomics on a lock's own words are left out.
         let lock_words: BTreeSet<u32> = r
             .events
             .iter()
@@ -283,6 +284,9 @@ impl<'a> Observer<'a> {
                 .is_some_and(|&l| addr - l < LOCK_OBJECT_BYTES)
         };
         let mut released: BTreeMap<u32, VectorClock> = BTreeMap::new();
+        // Clocks of the notifies on each futex word, which the threads they
+        // wake acquire (the race detector's wake edge).
+        let mut notified: BTreeMap<u32, VectorClock> = BTreeMap::new();
         let mut acquire_after_call: Vec<Option<u32>> = vec![None; nthreads];
         let acquire = |vc: &mut Arc<VectorClock>, clock: Option<&VectorClock>| {
             if let Some(c) = clock {
@@ -346,6 +350,8 @@ impl<'a> Observer<'a> {
                     }
                 }
                 EventKind::Join => join_pending[t] = handles.get(&e.addr).copied(),
+                EventKind::Notify => release(&mut vc[t], &mut notified, t, e.addr),
+                EventKind::Wake => acquire(&mut vc[t], notified.get(&e.addr)),
                 EventKind::Acquire => {
                     locks[t].insert(e.addr);
                 }

@@ -456,7 +456,9 @@ fn heddle_test_runs_the_bundled_targets_like_a_test_suite() {
     let replay = std::fs::read_dir(&replay_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains("-seed"))
+        .find(|p| {
+            p.to_string_lossy().contains("-seed") && p.extension().is_some_and(|x| x == "toml")
+        })
         .unwrap();
     let bank = repo().join("targets/race_bank.c");
     let project = dir.path().join("heddle.toml");

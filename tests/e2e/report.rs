@@ -149,7 +149,7 @@ fn report_race_bank_minimized_show_is_golden_and_fits_a_screen() {
 
 #[test]
 fn report_deadlock_abba_show_draws_the_wait_for_cycle() {
-    let (out, _, _, _dir) = minimized_show("targets/deadlock_abba.c", 300, &[]);
+    let (out, _, _, _dir) = minimized_show("targets/deadlock_abba.c", 1000, &[]);
     for want in [
         "deadlock: T1 t1 and T2 t2 wait for each other",
         "T1 t1 ─waits for─▶ lock_b ─held by─▶ T2 t2 ─waits for─▶ lock_a ─held by─▶ T1 t1",
@@ -806,7 +806,7 @@ fn report_sarif_validates_and_carries_the_interleaving() {
 #[test]
 fn report_perfetto_trace_follows_the_format_and_shows_the_deadlock() {
     let dir = tempdir();
-    let file = fuzz_replay("targets/deadlock_abba.c", 300, dir.path(), &[], &[]);
+    let file = fuzz_replay("targets/deadlock_abba.c", 1000, dir.path(), &[], &[]);
     let out = dir.path().join("trace.json");
     let o = heddle_out(&[
         "show",

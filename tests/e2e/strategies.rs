@@ -633,9 +633,10 @@ fn rff_learns_in_generations_whatever_the_jobs() {
         // The manifest's arguments, as `compare` runs the target.
         args.extend_from_slice(&["--", "3", "2"]);
         let r = heddle_out(&args);
-        assert_eq!(
-            r.status.code(),
-            Some(1),
+        // A one-generation campaign may find nothing (exit 0); none fails
+        // in another way.
+        assert!(
+            matches!(r.status.code(), Some(0 | 1)),
             "{}{}",
             text(&r.stdout),
             text(&r.stderr)
@@ -644,6 +645,7 @@ fn rff_learns_in_generations_whatever_the_jobs() {
     };
     let runs = (5 * G).to_string();
     let one = fuzz("one", &["--runs", &runs, "--jobs", "1"]);
+    assert!(!one.contains(": 0 failing"), "rff found nothing: {one}");
     fuzz("two", &["--runs", &runs, "--jobs", "2"]);
     let summary = |n: &str| std::fs::read_to_string(d(n).join("campaign.toml")).unwrap();
     assert_eq!(

@@ -1692,7 +1692,11 @@ fn rewrite_body<'a>(
         let instrument = match class {
             None => false,
             Some(_) if ctx.is_start => false,
-            Some(c) if c.is_sync() => true,
+            // An atomic on the running thread's own frame (musl's
+            // `a_barrier`, a CAS on a volatile local, in every spin of
+            // `__wait`) reaches no other thread: not a yield point. Futex
+            // operations are replaced below whatever their address.
+            Some(c) if c.is_sync() => !is_stack,
             Some(_) => ctx.plain && !is_stack && is_user_op(offset),
         };
         // wait/notify never reach wasmtime: even in the start function they

@@ -166,6 +166,9 @@ pub struct SiteInfo {
     pub size: u32,
     /// The instruction's static offset (`memarg.offset`).
     pub mem_offset: u64,
+    /// A call to `pthread_mutex_lock` (blocking and untimed; not
+    /// `trylock`, `timedlock` or a rwlock).
+    pub mutex_lock: bool,
 }
 
 /// A run of instrumented code offsets: instrumented `[start, next run's
@@ -255,6 +258,9 @@ impl SiteTable {
                 atomic: s.atomic,
                 size: s.size,
                 mem_offset: s.mem_offset,
+                mutex_lock: s.kind == SiteKind::Lock
+                    && s.callee.as_deref().map(|c| c.trim_start_matches('_'))
+                        == Some("pthread_mutex_lock"),
             })
             .collect()
     }

@@ -701,6 +701,9 @@ impl Strategy for Guide {
 struct Node {
     /// Thread candidates (empty for a value decision).
     cands: Vec<Candidate>,
+    /// Ready threads left out because they waited for a held mutex, with
+    /// the mutex's lock word.
+    waiting: Vec<(Tid, u32)>,
     /// A value decision: (tid, site, options).
     value: Option<(Tid, SiteId, u32)>,
     last: Option<Tid>,
@@ -1244,6 +1247,7 @@ pub fn explore(
             done[taken] = true;
             let node = Node {
                 cands: node_cands,
+                waiting: cp.waiting.clone(),
                 value,
                 last,
                 taken,
@@ -1452,6 +1456,35 @@ fn add_backtracks(nodes: &mut [Node], events: &[Event], hb: &Hb) {
     for (k, n) in nodes.iter().enumerate() {
         if n.value.is_none() && n.branchable {
             node_of.insert(n.event, k);
+        }
+    }
+    // A thread left out of a decision because the mutex it is about to lock
+    // is held ([`crate::runtime::ChoicePoint::waiting`]) stands for one that
+    // tried the lock word and failed: a read racing with the write that took
+    // the mutex. That race is reversed like the others, at the step of the
+    // taking write.
+    let mut reversed: BTreeSet<(Tid, usize)> = BTreeSet::new();
+    for n in 0..nodes.len() {
+        let at = nodes[n].event.min(events.len());
+        for (t, word) in nodes[n].waiting.clone() {
+            let taken = events[..at].iter().rposition(|e| {
+                e.tid != t
+                    && e.kind.writes()
+                    && e.addr <= word
+                    && (word as u64) < e.addr as u64 + e.len.max(1) as u64
+            });
+            let Some(x) = taken else { continue };
+            if !reversed.insert((t, x)) {
+                continue;
+            }
+            let Some((_, &k)) = node_of.range(..=x).next_back() else {
+                continue;
+            };
+            let node = &mut nodes[k];
+            match node.cands.iter().position(|c| c.tid == t) {
+                Some(c) => node.todo[c] = true,
+                None => node.todo.iter_mut().for_each(|d| *d = true),
+            }
         }
     }
     for &(i, j) in &hb.races {

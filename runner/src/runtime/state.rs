@@ -125,6 +125,10 @@ pub struct ThreadRec {
     word_op: Option<WordOp>,
     /// Its stack at its pending read-modify-write (with word tracking).
     pub word_stack: Vec<RawFrame>,
+    /// The last event it executed was an announcement (see
+    /// [`RunState::announces`]): its next yield point runs without a
+    /// decision of its own.
+    announced: bool,
 }
 
 impl ThreadRec {
@@ -161,6 +165,7 @@ impl ThreadRec {
             holds: Vec::new(),
             word_op: None,
             word_stack: Vec::new(),
+            announced: false,
         }
     }
 }
@@ -178,6 +183,9 @@ pub struct Scheduler {
     /// When recording: what each decision chose from (explorers need the
     /// alternatives, not just the choice).
     pub choice_points: Option<Vec<ChoicePoint>>,
+    /// With `choice_points`: the threads the next thread decision leaves
+    /// out because they wait for a held mutex, with its lock word.
+    waiting: Vec<(Tid, u32)>,
     /// The strategy decides on the run's state ([`Strategy::observes_run`]).
     pub observes: bool,
     /// The longest wait the strategy may let pass ([`Strategy::max_stall_ns`]).
@@ -226,6 +234,9 @@ pub struct ChoicePoint {
     pub current: Option<Tid>,
     /// The enabled threads of a thread decision (empty for a value decision).
     pub candidates: Vec<Candidate>,
+    /// Ready threads left out because they wait for a held mutex
+    /// ([`RunState::waits_for_mutex`]), with the mutex's lock word.
+    pub waiting: Vec<(Tid, u32)>,
     /// Events recorded before this decision: with `record_events`, the event
     /// a thread decision chose is `RunResult::events[event]` (explorers map
     /// decisions to the events they ordered).
@@ -246,6 +257,7 @@ impl Scheduler {
             decisions: Vec::new(),
             thread_decisions: 0,
             choice_points: None,
+            waiting: Vec::new(),
             events_recorded: 0,
         }
     }
@@ -319,6 +331,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: current.filter(|t| cands.iter().any(|c| c.tid == *t)),
                 candidates: cands.to_vec(),
+                waiting: std::mem::take(&mut self.waiting),
                 event: self.events_recorded,
             });
         }
@@ -377,6 +390,7 @@ impl Scheduler {
             cp.push(ChoicePoint {
                 current: Some(tid),
                 candidates: Vec::new(),
+                waiting: Vec::new(),
                 event: self.events_recorded,
             });
         }
@@ -703,9 +717,25 @@ impl RunState {
         }
     }
 
+    /// Whether `p` only announces what its thread does next (a lock,
+    /// unlock, condition wait, join or thread creation about to be called):
+    /// it touches nothing itself, so the yield point that follows it in the
+    /// same thread needs no decision of its own.
+    fn announces(&self, p: &Pending) -> bool {
+        match p.kind {
+            EventKind::Lock | EventKind::Unlock | EventKind::CondWait | EventKind::Join => true,
+            EventKind::Call => self
+                .info
+                .get(p.site as usize)
+                .is_some_and(|s| s.kind == crate::instrument::SiteKind::ThreadCreate),
+            _ => false,
+        }
+    }
+
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
+        self.threads[tid as usize].announced = self.announces(&p);
         if self.sched.observes {
             let view = View {
                 memory: &self.memory,
@@ -957,10 +987,26 @@ impl RunState {
 
     /// The enabled threads. A spinning hint is reported once: strategies
     /// react to the observation, not to a flag that stays set.
+    /// The threads a decision chooses from: the ready ones, except those
+    /// about to lock a default mutex another thread holds, unless that
+    /// leaves none (they would only spin, then sleep on the lock word until
+    /// it is released: waiting here is the same, without the steps).
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
-        for &tid in &self.ready {
+        self.sched.waiting.clear();
+        let waiting =
+            |st: &RunState, tid: Tid| st.waits_for_mutex(&st.threads[tid as usize].pending);
+        let all = self.ready.iter().all(|&t| waiting(self, t));
+        for i in 0..self.ready.len() {
+            let tid = self.ready[i];
+            if !all && waiting(self, tid) {
+                if self.sched.choice_points.is_some() {
+                    let word = self.threads[tid as usize].pending.addr.wrapping_add(4);
+                    self.sched.waiting.push((tid, word));
+                }
+                continue;
+            }
             let th = &mut self.threads[tid as usize];
             c.push(Candidate {
                 tid,
@@ -972,6 +1018,18 @@ impl RunState {
         c
     }
 
+    /// Whether `p` is a `pthread_mutex_lock` call on a default (normal,
+    /// non-robust) mutex that is held. wasi-libc's mutex: the type in its
+    /// first word, the lock word (0 when free) in its second.
+    fn waits_for_mutex(&self, p: &Pending) -> bool {
+        p.kind == EventKind::Lock
+            && self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock)
+            && self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0)
+            && self
+                .read_le(p.addr.wrapping_add(4), 4)
+                .is_some_and(|w| w != 0)
+    }
+
     /// Thread `tid` reached a yield point and will perform `p` next.
     /// Returns whether it must switch away (another thread was chosen).
     pub fn yield_point(&mut self, tid: Tid, p: Pending) -> Result<bool, RunEnd> {
@@ -981,19 +1039,30 @@ impl RunState {
         self.settle_words(tid);
         self.tick()?;
         self.note_pending(tid, p);
-        if self.ready.len() == 1 {
+        // Right after an announcement the decision was already made: with
+        // nothing another thread can see in between, switching here or
+        // before the announcement reaches the same states.
+        if self.ready.len() == 1 || self.threads[tid as usize].announced {
             self.executed(tid, false)?;
             return Ok(false);
         }
         let cands = self.candidates();
-        self.sched.events_recorded = self.events.len();
-        let view = View {
-            memory: &self.memory,
-            threads: &self.threads,
-            labels: &self.labels,
+        // A thread waiting for a held mutex is not among them.
+        let can_go_on = cands.iter().any(|c| c.tid == tid);
+        let chosen = if cands.len() == 1 {
+            Ok(cands[0].tid)
+        } else {
+            self.sched.events_recorded = self.events.len();
+            let view = View {
+                memory: &self.memory,
+                threads: &self.threads,
+                labels: &self.labels,
+            };
+            let pick = self
+                .sched
+                .pick_thread(can_go_on.then_some(tid), &cands, &view);
+            pick.map(|i| cands[i].tid)
         };
-        let pick = self.sched.pick_thread(Some(tid), &cands, &view);
-        let chosen = pick.map(|i| cands[i].tid);
         self.cands = cands;
         let chosen = match chosen {
             Ok(t) => t,
@@ -1003,9 +1072,10 @@ impl RunState {
             self.executed(tid, false)?;
             return Ok(false);
         }
-        // Leaving a thread that was seen spinning is not a preemption: it
-        // could not have made progress by going on.
-        let spun = self.threads[tid as usize].spins;
+        // Leaving a thread that was seen spinning, or that waits for a
+        // mutex, is not a preemption: it could not have made progress by
+        // going on.
+        let spun = self.threads[tid as usize].spins || !can_go_on;
         self.switches += 1;
         self.preemptions += !spun as u64;
         self.current = chosen;
@@ -1037,6 +1107,14 @@ impl RunState {
                 self.ready[0]
             } else {
                 let cands = self.candidates();
+                if cands.len() == 1 {
+                    let t = cands[0].tid;
+                    self.cands = cands;
+                    self.switches += 1;
+                    self.current = t;
+                    self.executed(t, false)?;
+                    return Ok(());
+                }
                 self.sched.events_recorded = self.events.len();
                 let view = View {
                     memory: &self.memory,
@@ -1062,6 +1140,7 @@ impl RunState {
     pub fn block(&mut self, tid: Tid, b: Block, site: SiteId) -> Result<(), RunEnd> {
         let th = &mut self.threads[tid as usize];
         th.status = Status::Blocked(b);
+        th.announced = false;
         th.block_site = site;
         th.wake_result = 0;
         self.unready(tid);
