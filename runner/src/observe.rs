@@ -315,10 +315,14 @@ impl<'a> Observer<'a> {
                 let other = vc[j as usize].clone();
                 acquire(&mut vc[t], Some(&other));
             }
-            if let Some(addr) = acquire_after_call[t].take() {
-                acquire(&mut vc[t], released.get(&addr));
-            }
             let site = self.sites.site(e.site);
+            // The call returns before the thread's next event in user code
+            // (its events inside the call are the library's).
+            if site.is_some_and(|s| s.user) {
+                if let Some(addr) = acquire_after_call[t].take() {
+                    acquire(&mut vc[t], released.get(&addr));
+                }
+            }
             let sync_word =
                 e.kind.is_access() && site.is_some_and(|s| s.atomic) && !in_lock(e.addr);
             if sync_word

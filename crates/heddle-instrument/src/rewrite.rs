@@ -1692,11 +1692,13 @@ fn rewrite_body<'a>(
         let instrument = match class {
             None => false,
             Some(_) if ctx.is_start => false,
-            // An atomic on the running thread's own frame (musl's
-            // `a_barrier`, a CAS on a volatile local, in every spin of
-            // `__wait`) reaches no other thread: not a yield point. Futex
-            // operations are replaced below whatever their address.
-            Some(c) if c.is_sync() => !is_stack,
+            // Atomics stay yield points even on the thread's own frame:
+            // musl's `a_barrier` is a CAS on a volatile local, and a spin
+            // through it in `__wait` is how a waiter sees the word change
+            // before it sleeps (without the yield point every contended
+            // wait ends in a futex sleep and a wake: 12% fewer runs/s on
+            // 100 threads).
+            Some(c) if c.is_sync() => true,
             Some(_) => ctx.plain && !is_stack && is_user_op(offset),
         };
         // wait/notify never reach wasmtime: even in the start function they

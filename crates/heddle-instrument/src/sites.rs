@@ -166,8 +166,11 @@ pub struct SiteInfo {
     pub size: u32,
     /// The instruction's static offset (`memarg.offset`).
     pub mem_offset: u64,
-    /// A call to `pthread_mutex_lock` (blocking and untimed; not
-    /// `trylock`, `timedlock` or a rwlock).
+    /// Takes a default mutex or waits for it: a call to
+    /// `pthread_mutex_lock` (not `trylock`, `timedlock` or a rwlock), or the
+    /// compare-exchange inside wasi-libc's `pthread_mutex_lock` (its fast
+    /// path on a normal mutex, reached from library code too:
+    /// `pthread_cond_wait` re-taking its mutex, libc++'s `std::mutex`).
     pub mutex_lock: bool,
 }
 
@@ -258,9 +261,16 @@ impl SiteTable {
                 atomic: s.atomic,
                 size: s.size,
                 mem_offset: s.mem_offset,
-                mutex_lock: s.kind == SiteKind::Lock
-                    && s.callee.as_deref().map(|c| c.trim_start_matches('_'))
-                        == Some("pthread_mutex_lock"),
+                mutex_lock: match s.kind {
+                    SiteKind::Lock => {
+                        s.callee.as_deref().map(|c| c.trim_start_matches('_'))
+                            == Some("pthread_mutex_lock")
+                    }
+                    SiteKind::Cmpxchg => {
+                        !s.user && s.func_name.trim_start_matches('_') == "pthread_mutex_lock"
+                    }
+                    _ => false,
+                },
             })
             .collect()
     }

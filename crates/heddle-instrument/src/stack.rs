@@ -3,8 +3,8 @@
 //! An address is *frame-derived* when it comes from `__stack_pointer` read in
 //! the same function, directly or through locals that only ever hold
 //! frame-derived values (plus or minus anything). Such accesses are not yield
-//! points at any granularity (atomics included: musl's `a_barrier` is a CAS on
-//! a volatile local), unless the frame *escapes*: a frame-derived
+//! points at granularity `all` (atomics always are), unless the frame
+//! *escapes*: a frame-derived
 //! value is passed to a call, stored to memory, returned, or flows anywhere
 //! else this analysis does not follow — then another thread might reach the
 //! frame, and every access in the function stays a yield point.

@@ -222,28 +222,29 @@ pub fn minimize(
         max_runs: opts.max_runs,
         best: None,
     };
-    let keys: Vec<PointId> = plan0.preempt.keys().copied().collect();
-    let kept = search.ddmin(keys)?;
-    // With the preemptions settled, drop free choices that do not matter
-    // (a more canonical schedule, often a shorter one).
-    search.plan.preempt = kept.iter().map(|k| (*k, plan0.preempt[k])).collect();
-    let frees: Vec<u32> = plan0.free.keys().copied().collect();
-    for k in frees {
-        if search.runs >= search.max_runs {
-            break;
-        }
-        let mut p = search.plan.clone();
-        p.free.remove(&k);
-        let bound = search
-            .best
-            .as_ref()
-            .map(|b| b.preemptions)
-            .unwrap_or(u64::MAX);
-        if let Some(r) = search.try_plan(&p)? {
-            if r.preemptions <= bound {
-                search.plan = p;
+    // Rounds: a 1-minimal set of the preemptions of the best run so far,
+    // then again from the run that gave, whose points are keyed afresh
+    // (a round can leave a local minimum the next one gets out of).
+    let mut plan0 = plan0;
+    for _round in 0..4 {
+        let before = search.best.as_ref().map(|b| (b.preemptions, b.steps));
+        minimize_round(&mut search, &plan0)?;
+        let after = search.best.as_ref().map(|b| (b.preemptions, b.steps));
+        match &search.best {
+            Some(b) if after < before || before.is_none() => {
+                if search.runs >= search.max_runs || b.preemptions == 0 {
+                    break;
+                }
+                plan0 = Plan::of_run(b)?;
+                search.plan = plan0.clone();
             }
+            _ => break,
         }
+    }
+    // A local minimum above one preemption: try each single preemption of
+    // the schedule that keeps every thread running (bounded by the runs).
+    if search.best.as_ref().is_some_and(|b| b.preemptions > 1) {
+        one_preemption(&mut search)?;
     }
     let best = match search.best.take() {
         Some(b) if (b.preemptions, b.steps) < (original.preemptions, original.steps) => b,
@@ -269,6 +270,90 @@ pub fn minimize(
         before_steps: original.steps,
         runs: search.runs,
     })
+}
+
+/// One round of the search from `plan0`: drop its free choices if the
+/// failure does not need them (they are keyed by their order, which removing
+/// a preemption shifts), a 1-minimal set of its preemptions, then the free
+/// choices that do not matter (a more canonical schedule, often shorter).
+fn minimize_round(search: &mut Search, plan0: &Plan) -> Result<()> {
+    let unfree = Plan {
+        free: BTreeMap::new(),
+        ..plan0.clone()
+    };
+    if !plan0.free.is_empty() && search.try_plan(&unfree)?.is_some() {
+        search.plan = unfree;
+    }
+    let keys: Vec<PointId> = plan0.preempt.keys().copied().collect();
+    let kept = search.ddmin(keys)?;
+    search.plan.preempt = kept.iter().map(|k| (*k, plan0.preempt[k])).collect();
+    let frees: Vec<u32> = search.plan.free.keys().copied().collect();
+    for k in frees {
+        if search.runs >= search.max_runs {
+            break;
+        }
+        let mut p = search.plan.clone();
+        p.free.remove(&k);
+        let bound = search
+            .best
+            .as_ref()
+            .map(|b| b.preemptions)
+            .unwrap_or(u64::MAX);
+        if let Some(r) = search.try_plan(&p)? {
+            if r.preemptions <= bound {
+                search.plan = p;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Tries, one by one, the plans that preempt the no-preemption schedule
+/// once (at one of its points, for one of the other threads ready there);
+/// stops at the first that keeps the signature.
+fn one_preemption(search: &mut Search) -> Result<()> {
+    let base = Plan {
+        preempt: BTreeMap::new(),
+        ..search.plan.clone()
+    };
+    search.runs += 1;
+    let r = search
+        .program
+        .run_with_strategy(&search.cfg, Box::new(PlanStrategy::new(base.clone())))?;
+    if r.choice_points.len() != r.decisions.len() {
+        return Ok(());
+    }
+    let mut counts: BTreeMap<(Tid, u32), u32> = BTreeMap::new();
+    let mut points: Vec<(PointId, Tid)> = Vec::new();
+    for cp in &r.choice_points {
+        let Some(cur) = cp.current else { continue };
+        let site = cp
+            .candidates
+            .iter()
+            .find(|c| c.tid == cur)
+            .map(|c| c.pending.site)
+            .unwrap_or(u32::MAX);
+        let n = counts.entry((cur, site)).or_insert(0);
+        let id = (cur, site, *n);
+        *n += 1;
+        points.extend(
+            cp.candidates
+                .iter()
+                .filter(|c| c.tid != cur)
+                .map(|c| (id, c.tid)),
+        );
+    }
+    for (id, t) in points {
+        if search.runs >= search.max_runs {
+            break;
+        }
+        let mut p = base.clone();
+        p.preempt.insert(id, t);
+        if search.try_plan(&p)?.is_some_and(|r| r.preemptions <= 1) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 struct Search<'a> {

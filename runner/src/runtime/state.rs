@@ -997,12 +997,11 @@ impl RunState {
         self.sched.waiting.clear();
         let waiting =
             |st: &RunState, tid: Tid| st.waits_for_mutex(&st.threads[tid as usize].pending);
-        let all = self.ready.iter().all(|&t| waiting(self, t));
+        let all = self.ready.iter().all(|&t| waiting(self, t).is_some());
         for i in 0..self.ready.len() {
             let tid = self.ready[i];
-            if !all && waiting(self, tid) {
+            if let Some(word) = waiting(self, tid).filter(|_| !all) {
                 if self.sched.choice_points.is_some() {
-                    let word = self.threads[tid as usize].pending.addr.wrapping_add(4);
                     self.sched.waiting.push((tid, word));
                 }
                 continue;
@@ -1018,16 +1017,26 @@ impl RunState {
         c
     }
 
-    /// Whether `p` is a `pthread_mutex_lock` call on a default (normal,
-    /// non-robust) mutex that is held. wasi-libc's mutex: the type in its
-    /// first word, the lock word (0 when free) in its second.
-    fn waits_for_mutex(&self, p: &Pending) -> bool {
-        p.kind == EventKind::Lock
-            && self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock)
-            && self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0)
-            && self
-                .read_le(p.addr.wrapping_add(4), 4)
-                .is_some_and(|w| w != 0)
+    /// The lock word of the default (normal, non-robust) mutex `p` is about
+    /// to take, if another thread holds it: a `pthread_mutex_lock` call, or
+    /// the compare-exchange of its fast path (which wasi-libc reaches only
+    /// for a normal mutex). wasi-libc's mutex: the type in its first word,
+    /// the lock word (0 when free) in its second.
+    fn waits_for_mutex(&self, p: &Pending) -> Option<u32> {
+        if !self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock) {
+            return None;
+        }
+        let word = match p.kind {
+            EventKind::Lock => {
+                let normal = self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
+                normal.then(|| p.addr.wrapping_add(4))?
+            }
+            EventKind::Cmpxchg => p.addr,
+            _ => return None,
+        };
+        self.read_le(word, 4)
+            .is_some_and(|w| w != 0)
+            .then_some(word)
     }
 
     /// Thread `tid` reached a yield point and will perform `p` next.
