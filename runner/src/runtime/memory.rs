@@ -70,6 +70,15 @@ impl<'a> GuestMemory<'a> {
         )
     }
 
+    /// The little-endian 32-bit word at `addr`, in one read.
+    pub fn read_u32(&self, addr: u32) -> Option<u32> {
+        let r = self.range(addr, 4)?;
+        // SAFETY: the range is in bounds, and the memory is serialized
+        // (see `serialized`): no guest thread runs while the host reads.
+        let p = self.data[r.start].get() as *const [u8; 4];
+        Some(u32::from_le_bytes(unsafe { p.read_unaligned() }))
+    }
+
     /// The NUL-terminated string at `addr` (at most `max` bytes, invalid
     /// UTF-8 replaced).
     pub fn cstr(&self, addr: u32, max: usize) -> String {

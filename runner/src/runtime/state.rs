@@ -504,6 +504,8 @@ pub struct RunState {
     /// [`crate::model::wordlock::Taken::stack`]).
     pub word_stacks: Vec<Vec<RawFrame>>,
     cands: Vec<Candidate>,
+    /// Per ready thread, the lock word it waits for (`candidates`' buffer).
+    waits: Vec<Option<u32>>,
     /// The guest memory's size in pages as the guest sees it (the shared
     /// memory may be larger: it is recycled from earlier runs).
     pub mem_pages: u32,
@@ -579,6 +581,7 @@ impl RunState {
             words: diagnostics.then(WordLocks::default),
             word_stacks: Vec::new(),
             cands: Vec::new(),
+            waits: Vec::new(),
             mem_pages: pages.0,
             mem_max: pages.1,
             mem_high: pages.0,
@@ -995,12 +998,17 @@ impl RunState {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
         self.sched.waiting.clear();
-        let waiting =
-            |st: &RunState, tid: Tid| st.waits_for_mutex(&st.threads[tid as usize].pending);
-        let all = self.ready.iter().all(|&t| waiting(self, t).is_some());
-        for i in 0..self.ready.len() {
+        let mut waits = std::mem::take(&mut self.waits);
+        waits.clear();
+        waits.extend(
+            self.ready
+                .iter()
+                .map(|&t| self.waits_for_mutex(&self.threads[t as usize].pending)),
+        );
+        let all = waits.iter().all(Option::is_some);
+        for (i, &wait) in waits.iter().enumerate() {
             let tid = self.ready[i];
-            if let Some(word) = waiting(self, tid).filter(|_| !all) {
+            if let Some(word) = wait.filter(|_| !all) {
                 if self.sched.choice_points.is_some() {
                     self.sched.waiting.push((tid, word));
                 }
@@ -1014,6 +1022,7 @@ impl RunState {
             });
             th.spinning = false;
         }
+        self.waits = waits;
         c
     }
 
@@ -1022,21 +1031,22 @@ impl RunState {
     /// the compare-exchange of its fast path (which wasi-libc reaches only
     /// for a normal mutex). wasi-libc's mutex: the type in its first word,
     /// the lock word (0 when free) in its second.
+    #[inline]
     fn waits_for_mutex(&self, p: &Pending) -> Option<u32> {
-        if !self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock) {
+        if !matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
+            || !self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock)
+        {
             return None;
         }
+        let mem = self.guest();
         let word = match p.kind {
             EventKind::Lock => {
-                let normal = self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
+                let normal = mem.read_u32(p.addr).is_some_and(|ty| ty & 15 == 0);
                 normal.then(|| p.addr.wrapping_add(4))?
             }
-            EventKind::Cmpxchg => p.addr,
-            _ => return None,
+            _ => p.addr,
         };
-        self.read_le(word, 4)
-            .is_some_and(|w| w != 0)
-            .then_some(word)
+        mem.read_u32(word).is_some_and(|w| w != 0).then_some(word)
     }
 
     /// Thread `tid` reached a yield point and will perform `p` next.
