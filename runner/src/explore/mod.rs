@@ -1459,7 +1459,7 @@ fn add_backtracks(nodes: &mut [Node], events: &[Event], hb: &Hb) {
         }
     }
     // A thread left out of a decision because the mutex it is about to lock
-    // is held ([`crate::runtime::ChoicePoint::waiting`]) stands for one that
+    // is held ([`crate::runtime::state::ChoicePoint::waiting`]) stands for one that
     // tried the lock word and failed: a read racing with the write that took
     // the mutex. That race is reversed like the others, at the step of the
     // taking write.

@@ -29,6 +29,25 @@ use std::collections::BTreeMap;
 /// points at which it was about to execute that site).
 pub type PointId = (Tid, u32, u32);
 
+/// The identifier of decision point `cp`, at which `cur` could go on;
+/// `counts` holds the points seen so far per (thread, site).
+fn point_id(
+    counts: &mut BTreeMap<(Tid, u32), u32>,
+    cp: &crate::runtime::state::ChoicePoint,
+    cur: Tid,
+) -> PointId {
+    let site = cp
+        .candidates
+        .iter()
+        .find(|c| c.tid == cur)
+        .map(|c| c.pending.site)
+        .unwrap_or(u32::MAX);
+    let n = counts.entry((cur, site)).or_insert(0);
+    let id = (cur, site, *n);
+    *n += 1;
+    id
+}
+
 /// A schedule relative to "keep the current thread running".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -59,15 +78,7 @@ impl Plan {
             match *d {
                 Decision::Thread { tid, .. } => match cp.current {
                     Some(cur) => {
-                        let site = cp
-                            .candidates
-                            .iter()
-                            .find(|c| c.tid == cur)
-                            .map(|c| c.pending.site)
-                            .unwrap_or(u32::MAX);
-                        let n = counts.entry((cur, site)).or_insert(0);
-                        let id = (cur, site, *n);
-                        *n += 1;
+                        let id = point_id(&mut counts, cp, cur);
                         if tid != cur {
                             plan.preempt.insert(id, tid);
                         }
@@ -327,15 +338,7 @@ fn one_preemption(search: &mut Search) -> Result<()> {
     let mut points: Vec<(PointId, Tid)> = Vec::new();
     for cp in &r.choice_points {
         let Some(cur) = cp.current else { continue };
-        let site = cp
-            .candidates
-            .iter()
-            .find(|c| c.tid == cur)
-            .map(|c| c.pending.site)
-            .unwrap_or(u32::MAX);
-        let n = counts.entry((cur, site)).or_insert(0);
-        let id = (cur, site, *n);
-        *n += 1;
+        let id = point_id(&mut counts, cp, cur);
         points.extend(
             cp.candidates
                 .iter()
