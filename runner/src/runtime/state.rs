@@ -988,12 +988,12 @@ impl RunState {
         }
     }
 
-    /// The enabled threads. A spinning hint is reported once: strategies
-    /// react to the observation, not to a flag that stays set.
     /// The threads a decision chooses from: the ready ones, except those
     /// about to lock a default mutex another thread holds, unless that
     /// leaves none (they would only spin, then sleep on the lock word until
-    /// it is released: waiting here is the same, without the steps).
+    /// it is released: waiting here is the same, without the steps). A
+    /// spinning hint is reported once: strategies react to the observation,
+    /// not to a flag that stays set.
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
