@@ -64,19 +64,16 @@ impl<'a> GuestMemory<'a> {
             return None;
         }
         let r = self.range(addr, len as usize)?;
-        Some(
-            r.enumerate()
-                .fold(0u64, |v, (k, i)| v | (self.byte(i) as u64) << (8 * k)),
-        )
-    }
-
-    /// The little-endian 32-bit word at `addr`, in one read.
-    pub fn read_u32(&self, addr: u32) -> Option<u32> {
-        let r = self.range(addr, 4)?;
         // SAFETY: the range is in bounds, and the memory is serialized
         // (see `serialized`): no guest thread runs while the host reads.
-        let p = self.data[r.start].get() as *const [u8; 4];
-        Some(u32::from_le_bytes(unsafe { p.read_unaligned() }))
+        let p = self.data[r.start].get();
+        Some(match len {
+            4 => u32::from_le_bytes(unsafe { (p as *const [u8; 4]).read_unaligned() }) as u64,
+            8 => u64::from_le_bytes(unsafe { (p as *const [u8; 8]).read_unaligned() }),
+            _ => r
+                .enumerate()
+                .fold(0u64, |v, (k, i)| v | (self.byte(i) as u64) << (8 * k)),
+        })
     }
 
     /// The NUL-terminated string at `addr` (at most `max` bytes, invalid
@@ -205,6 +202,13 @@ mod tests {
             m.read_le(2, 2),
             Some(u64::from(b'h') | u64::from(b'i') << 8)
         );
+        // Word reads, unaligned, agree with the bytes.
+        assert_eq!(
+            m.read_le(1, 4),
+            Some(u64::from_le_bytes([0, b'h', b'i', 0, 0, 0, 0, 0]))
+        );
+        assert_eq!(m.read_le(8, 8), Some(0));
+        assert_eq!(m.read_le(9, 8), None);
         assert_eq!(m.read(15, 2), None);
         assert!(!m.write(15, b"ab"));
         assert!(m.all(6, 10, 0) && !m.all(2, 2, 0) && !m.all(10, 10, 0));

@@ -1038,15 +1038,16 @@ impl RunState {
         {
             return None;
         }
-        let mem = self.guest();
         let word = match p.kind {
             EventKind::Lock => {
-                let normal = mem.read_u32(p.addr).is_some_and(|ty| ty & 15 == 0);
+                let normal = self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
                 normal.then(|| p.addr.wrapping_add(4))?
             }
             _ => p.addr,
         };
-        mem.read_u32(word).is_some_and(|w| w != 0).then_some(word)
+        self.read_le(word, 4)
+            .is_some_and(|w| w != 0)
+            .then_some(word)
     }
 
     /// Thread `tid` reached a yield point and will perform `p` next.
