@@ -1585,6 +1585,14 @@ fn rewrite_body<'a>(
                 ctx.name.to_string(),
             ),
         };
+        let takes_lock = kind == SiteKind::Cmpxchg
+            && !user
+            && (func_name.trim_start_matches('_') == "pthread_mutex_lock"
+                || debug
+                    .frames(offset as u64)
+                    .first()
+                    .and_then(|f| f.function.as_deref())
+                    == Some("__tl_lock"));
         sites.push(Site {
             id,
             func: ctx.index,
@@ -1597,6 +1605,7 @@ fn rewrite_body<'a>(
             loc,
             user,
             callee,
+            takes_lock,
         });
         id
     };

@@ -142,6 +142,13 @@ pub struct Site {
     /// For [`SiteKind::Call`]: the import called, as `module.name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callee: Option<String>,
+    /// A compare-exchange of the C library that takes a lock word from 0
+    /// in a loop which, when the word is held, only waits for it to be
+    /// released: the fast path of wasi-libc's `pthread_mutex_lock` (normal
+    /// mutexes), and `__tl_lock`, its thread-list lock (inlined into
+    /// `pthread_create` and the thread exit path; found by its DWARF frame).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub takes_lock: bool,
 }
 
 impl Site {
@@ -166,12 +173,13 @@ pub struct SiteInfo {
     pub size: u32,
     /// The instruction's static offset (`memarg.offset`).
     pub mem_offset: u64,
-    /// Takes a default mutex or waits for it: a call to
-    /// `pthread_mutex_lock` (not `trylock`, `timedlock` or a rwlock), or the
-    /// compare-exchange inside wasi-libc's `pthread_mutex_lock` (its fast
-    /// path on a normal mutex, reached from library code too:
-    /// `pthread_cond_wait` re-taking its mutex, libc++'s `std::mutex`).
-    pub mutex_lock: bool,
+    /// Takes a lock or waits for it: a call to `pthread_mutex_lock` (not
+    /// `trylock`, `timedlock` or a rwlock), or a library compare-exchange
+    /// that takes a lock word ([`Site::takes_lock`]: the fast path of
+    /// wasi-libc's `pthread_mutex_lock`, reached from library code too —
+    /// `pthread_cond_wait` re-taking its mutex, libc++'s `std::mutex` — and
+    /// the thread-list lock of `pthread_create` and thread exit).
+    pub takes_lock: bool,
 }
 
 /// A run of instrumented code offsets: instrumented `[start, next run's
@@ -261,14 +269,12 @@ impl SiteTable {
                 atomic: s.atomic,
                 size: s.size,
                 mem_offset: s.mem_offset,
-                mutex_lock: match s.kind {
+                takes_lock: match s.kind {
                     SiteKind::Lock => {
                         s.callee.as_deref().map(|c| c.trim_start_matches('_'))
                             == Some("pthread_mutex_lock")
                     }
-                    SiteKind::Cmpxchg => {
-                        !s.user && s.func_name.trim_start_matches('_') == "pthread_mutex_lock"
-                    }
+                    SiteKind::Cmpxchg => s.takes_lock,
                     _ => false,
                 },
             })

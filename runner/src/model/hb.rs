@@ -64,9 +64,33 @@ impl VectorClock {
         if self.0.len() < other.0.len() {
             self.0.resize(other.0.len(), 0);
         }
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a = (*a).max(*b);
-        }
+        join_max(&mut self.0[..other.0.len()], &other.0);
+    }
+}
+
+/// `a[i] := max(a[i], b[i])` for equally long slices: AVX2 when the CPU
+/// has it (eight entries per instruction; a run of a hundred threads joins
+/// clocks of a hundred entries at every synchronising access).
+#[inline]
+fn join_max(a: &mut [u32], b: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if a.len() >= 8 && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked above).
+        return unsafe { join_max_avx2(a, b) };
+    }
+    join_max_portable(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn join_max_avx2(a: &mut [u32], b: &[u32]) {
+    join_max_portable(a, b)
+}
+
+#[inline(always)]
+fn join_max_portable(a: &mut [u32], b: &[u32]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = (*x).max(*y);
     }
 }
 
@@ -365,6 +389,27 @@ mod tests {
         // But the parent's writes after the spawn are not.
         assert!(d.access(0, 44, 4, true, 3, 3).is_none());
         assert!(d.access(1, 44, 4, false, 4, 4).is_some());
+    }
+
+    #[test]
+    fn a_join_takes_the_larger_entry_of_every_thread() {
+        // Longer than one vector of eight, shorter and longer than each other.
+        let mut a = VectorClock::default();
+        let mut b = VectorClock::default();
+        for t in 0..21 {
+            a.set(t, if t % 3 == 0 { 100 + t } else { t });
+        }
+        for t in 0..37 {
+            b.set(t, 50 + t);
+        }
+        let mut ab = a.clone();
+        ab.join(&b);
+        let mut ba = b.clone();
+        ba.join(&a);
+        assert_eq!(ab, ba);
+        for t in 0..40 {
+            assert_eq!(ab.get(t), a.get(t).max(b.get(t)), "thread {t}");
+        }
     }
 
     #[test]

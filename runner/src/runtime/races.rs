@@ -152,7 +152,7 @@ mod tests {
             atomic,
             size: 4,
             mem_offset: 0,
-            mutex_lock: false,
+            takes_lock: false,
         };
         vec![
             site(false, SiteKind::Write),

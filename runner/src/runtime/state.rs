@@ -184,7 +184,7 @@ pub struct Scheduler {
     /// alternatives, not just the choice).
     pub choice_points: Option<Vec<ChoicePoint>>,
     /// With `choice_points`: the threads the next thread decision leaves
-    /// out because they wait for a held mutex, with its lock word.
+    /// out because they wait for a held lock, with its lock word.
     waiting: Vec<(Tid, u32)>,
     /// The strategy decides on the run's state ([`Strategy::observes_run`]).
     pub observes: bool,
@@ -234,8 +234,8 @@ pub struct ChoicePoint {
     pub current: Option<Tid>,
     /// The enabled threads of a thread decision (empty for a value decision).
     pub candidates: Vec<Candidate>,
-    /// Ready threads left out because they wait for a held mutex
-    /// ([`RunState::waits_for_mutex`]), with the mutex's lock word.
+    /// Ready threads left out because they wait for a held lock
+    /// ([`RunState::waits_for_lock`]), with the lock word.
     pub waiting: Vec<(Tid, u32)>,
     /// Events recorded before this decision: with `record_events`, the event
     /// a thread decision chose is `RunResult::events[event]` (explorers map
@@ -989,9 +989,10 @@ impl RunState {
     }
 
     /// The threads a decision chooses from: the ready ones, except those
-    /// about to lock a default mutex another thread holds, unless that
-    /// leaves none (they would only spin, then sleep on the lock word until
-    /// it is released: waiting here is the same, without the steps). A
+    /// about to take a lock (a default mutex, the thread list) another
+    /// thread holds, unless that leaves none (they would only spin, then
+    /// sleep on the lock word until it is released: waiting here is the
+    /// same, without the steps). A
     /// spinning hint is reported once: strategies react to the observation,
     /// not to a flag that stays set.
     fn candidates(&mut self) -> Vec<Candidate> {
@@ -1003,7 +1004,7 @@ impl RunState {
         waits.extend(
             self.ready
                 .iter()
-                .map(|&t| self.waits_for_mutex(&self.threads[t as usize].pending)),
+                .map(|&t| self.waits_for_lock(&self.threads[t as usize].pending)),
         );
         let all = waits.iter().all(Option::is_some);
         for (i, &wait) in waits.iter().enumerate() {
@@ -1026,15 +1027,17 @@ impl RunState {
         c
     }
 
-    /// The lock word of the default (normal, non-robust) mutex `p` is about
-    /// to take, if another thread holds it: a `pthread_mutex_lock` call, or
-    /// the compare-exchange of its fast path (which wasi-libc reaches only
-    /// for a normal mutex). wasi-libc's mutex: the type in its first word,
-    /// the lock word (0 when free) in its second.
+    /// The lock word `p` is about to take, if another thread holds it: a
+    /// `pthread_mutex_lock` call on a default (normal, non-robust) mutex,
+    /// or a library compare-exchange that takes a lock word and, when it
+    /// fails, only waits for the word to be released (`SiteInfo::takes_lock`:
+    /// the mutex fast path and wasi-libc's thread-list lock). wasi-libc's
+    /// mutex: the type in its first word, the lock word (0 when free) in its
+    /// second.
     #[inline]
-    fn waits_for_mutex(&self, p: &Pending) -> Option<u32> {
+    fn waits_for_lock(&self, p: &Pending) -> Option<u32> {
         if !matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
-            || !self.info.get(p.site as usize).is_some_and(|s| s.mutex_lock)
+            || !self.info.get(p.site as usize).is_some_and(|s| s.takes_lock)
         {
             return None;
         }
@@ -1061,13 +1064,17 @@ impl RunState {
         self.note_pending(tid, p);
         // Right after an announcement the decision was already made: with
         // nothing another thread can see in between, switching here or
-        // before the announcement reaches the same states.
-        if self.ready.len() == 1 || self.threads[tid as usize].announced {
+        // before the announcement reaches the same states. Unless the
+        // thread is about to wait for a held lock (`pthread_create`'s
+        // thread-list lock, held by an exiting thread): it must not go on.
+        if self.ready.len() == 1
+            || (self.threads[tid as usize].announced && self.waits_for_lock(&p).is_none())
+        {
             self.executed(tid, false)?;
             return Ok(false);
         }
         let cands = self.candidates();
-        // A thread waiting for a held mutex is not among them.
+        // A thread waiting for a held lock is not among them.
         let can_go_on = cands.iter().any(|c| c.tid == tid);
         let chosen = if cands.len() == 1 {
             Ok(cands[0].tid)
@@ -1093,7 +1100,7 @@ impl RunState {
             return Ok(false);
         }
         // Leaving a thread that was seen spinning, or that waits for a
-        // mutex, is not a preemption: it could not have made progress by
+        // lock, is not a preemption: it could not have made progress by
         // going on.
         let spun = self.threads[tid as usize].spins || !can_go_on;
         self.switches += 1;
