@@ -1146,3 +1146,59 @@ fn a_held_mutex_is_waited_for_and_a_lock_call_is_one_decision() {
     // Decisions are still made at lock calls: random switches there.
     assert!(switches_at_locks > 0);
 }
+
+/// wasi-libc's thread-list lock (`__tl_lock`, taken by `pthread_create`
+/// and by an exiting thread) is waited for like a mutex: its
+/// compare-exchange is found by its DWARF frame, and no thread ever runs it
+/// while the lock is held (a failed one is followed by the thread's spin in
+/// `__wait`). The many-threads benchmark creates threads while earlier ones
+/// exit.
+#[test]
+fn the_thread_list_lock_is_waited_for() {
+    let bytes = std::fs::read(build("benches/programs/many_threads.c", &[])).unwrap();
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let takes_tl_lock = |site: u32| {
+        p.sites
+            .site(site)
+            .is_some_and(|s| s.takes_lock && s.func_name != "__pthread_mutex_lock")
+    };
+    assert!(
+        (0..p.sites.sites.len() as u32).any(takes_tl_lock),
+        "the thread-list lock's compare-exchange was not found"
+    );
+    let base = RunConfig {
+        args: vec!["20".into()],
+        strategy: "random".into(),
+        record_events: true,
+        ..RunConfig::default()
+    };
+    let mut taken = 0;
+    for seed in 0..20 {
+        let r = run(
+            &p,
+            &RunConfig {
+                seed,
+                ..base.clone()
+            },
+        );
+        assert!(r.verdict.is_pass(), "seed {seed}: {}", r.verdict.summary());
+        for (i, ev) in r.events.iter().enumerate() {
+            if !takes_tl_lock(ev.site) {
+                continue;
+            }
+            taken += 1;
+            let next = r.events[i + 1..].iter().find(|n| n.tid == ev.tid);
+            let func = next
+                .and_then(|n| p.sites.site(n.site))
+                .map(|s| s.func_name.as_str());
+            assert_ne!(
+                func,
+                Some("__wait"),
+                "seed {seed}: thread {} tried the held thread-list lock at step {}",
+                ev.tid,
+                ev.step
+            );
+        }
+    }
+    assert!(taken > 0);
+}
