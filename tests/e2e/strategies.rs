@@ -712,3 +712,34 @@ fn rff_learns_in_generations_whatever_the_jobs() {
         assert!(text(&again.stdout).contains("replay reproduced the recorded run"));
     }
 }
+
+/// A PCT-style strategy's `k` covers its own runs: calibration measures a
+/// run of the strategy itself besides random walk's and widens the longer
+/// by half, so a change point can fall anywhere up to the end of a run.
+/// On check_then_read 100 `sites` keeps the 99 setters waiting that random
+/// walk runs at once, so its runs are longer than random walk's.
+#[test]
+fn a_change_point_range_covers_the_strategys_own_runs() {
+    let e = entry("check_then_read_100");
+    let p = program(&e.source, false, Granularity::All);
+    let calibrated = p.calibrate(config(&e, "sites:3", 0)).expect("calibrate");
+    let k: u64 = calibrated
+        .strategy
+        .strip_prefix("sites:3:k=")
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("spec {}", calibrated.strategy));
+    let random = run(&p, &config(&e, "random", 0)).decisions.len() as u64;
+    assert!(k >= random * 3 / 2, "k = {k}, random walk's run: {random}");
+    for seed in 0..5 {
+        let own = run(
+            &p,
+            &RunConfig {
+                seed,
+                ..calibrated.clone()
+            },
+        )
+        .decisions
+        .len() as u64;
+        assert!(own < k, "seed {seed}: {own} decisions, k = {k}");
+    }
+}

@@ -476,24 +476,39 @@ impl Program {
     /// counts; see [`sched::Estimate`]) from probe runs: seeds
     /// `0..sched::probe_runs` under `random`, which is itself deterministic,
     /// so every run of a campaign uses the same parameters. `k` is the number
-    /// of decisions of seed 0. Other strategies come back unchanged.
+    /// of decisions of seed 0; for a strategy that draws change points
+    /// ([`sched::draws_change_points`]) it is the longer of that and the
+    /// strategy's own seed-0 run, widened by [`sched::change_point_range`]
+    /// (a priority scheduler keeps threads waiting that random walk would
+    /// have run, so its runs can be longer, and a change point is never
+    /// drawn past `k`). Other strategies come back unchanged.
     pub fn calibrate(&self, mut cfg: RunConfig) -> Result<RunConfig> {
-        if sched::needs_estimate(&cfg.strategy) {
-            let mut runs = Vec::new();
-            for seed in 0..sched::probe_runs(&cfg.strategy) {
-                let probe = RunConfig {
-                    strategy: "random".into(),
-                    seed,
-                    record_events: false,
-                    diagnostics: false,
-                    forced: Vec::new(),
-                    ..cfg.clone()
-                };
-                runs.push(self.run(&probe)?.decisions);
-            }
-            let est = sched::Estimate::from_runs(&runs);
-            cfg.strategy = sched::parse_with(&cfg.strategy, &est)?.spec();
+        if !sched::needs_estimate(&cfg.strategy) {
+            return Ok(cfg);
         }
+        let probe = |strategy: String, seed: u64| -> Result<Vec<crate::trace::Decision>> {
+            let probe = RunConfig {
+                strategy,
+                seed,
+                record_events: false,
+                diagnostics: false,
+                forced: Vec::new(),
+                ..cfg.clone()
+            };
+            Ok(self.run(&probe)?.decisions)
+        };
+        let mut runs = Vec::new();
+        for seed in 0..sched::probe_runs(&cfg.strategy) {
+            runs.push(probe("random".into(), seed)?);
+        }
+        let mut est = sched::Estimate::from_runs(&runs);
+        let mut spec = sched::parse_with(&cfg.strategy, &est)?.spec();
+        if sched::draws_change_points(&cfg.strategy) {
+            let own = probe(spec.clone(), 0)?.len() as u64;
+            est.steps = sched::change_point_range(est.steps.max(own));
+            spec = sched::parse_with(&cfg.strategy, &est)?.spec();
+        }
+        cfg.strategy = spec;
         Ok(cfg)
     }
 

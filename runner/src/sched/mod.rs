@@ -457,6 +457,25 @@ pub fn needs_estimate(spec: &str) -> bool {
     }
 }
 
+/// Whether `spec` draws change points from the first `k` decisions of a
+/// run (PCT and its variants) and leaves `k` to the estimate: its own runs
+/// may be longer than random walk's, so calibration also measures one.
+pub fn draws_change_points(spec: &str) -> bool {
+    let name = spec.split([':', '+']).next().unwrap_or_default();
+    matches!(name, "pct" | "ipct" | "sites") && needs_estimate(spec)
+}
+
+/// The `k` of a strategy that draws change points, for runs of about
+/// `decisions` decisions: half as much again. Some change points then fall
+/// past the end of a run, so a search of depth `d` also runs schedules of
+/// smaller depth; the bugs of the bundled targets that need only one
+/// change point late in the run (a checker created last) were found two to
+/// three times as often as with `k` = the run's length, measured with
+/// `sites:3` (benches/RESULTS.md, "The thread-list lock as a wait").
+pub fn change_point_range(decisions: u64) -> u64 {
+    decisions.saturating_mul(3) / 2
+}
+
 /// How many probe runs the estimate for `spec` needs (SURW's per-thread
 /// counts are a mean over several runs; a step count needs one).
 pub fn probe_runs(spec: &str) -> u64 {
@@ -511,6 +530,18 @@ mod tests {
         }
         for spec in ["pct:3:k=2", "delay:1:n=4", "surw:n=1", "pos", "random"] {
             assert!(!needs_estimate(spec), "{spec}");
+        }
+        for spec in ["pct:3", "sites+stall", "ipct"] {
+            assert!(draws_change_points(spec), "{spec}");
+        }
+        for spec in [
+            "pct:3:k=2",
+            "sites:3:k=9+stall",
+            "delay:1",
+            "surw",
+            "random",
+        ] {
+            assert!(!draws_change_points(spec), "{spec}");
         }
         for bad in [
             "nope",
