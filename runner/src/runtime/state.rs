@@ -504,8 +504,6 @@ pub struct RunState {
     /// [`crate::model::wordlock::Taken::stack`]).
     pub word_stacks: Vec<Vec<RawFrame>>,
     cands: Vec<Candidate>,
-    /// Per ready thread, the lock word it waits for (`candidates`' buffer).
-    waits: Vec<Option<u32>>,
     /// The guest memory's size in pages as the guest sees it (the shared
     /// memory may be larger: it is recycled from earlier runs).
     pub mem_pages: u32,
@@ -581,7 +579,6 @@ impl RunState {
             words: diagnostics.then(WordLocks::default),
             word_stacks: Vec::new(),
             cands: Vec::new(),
-            waits: Vec::new(),
             mem_pages: pages.0,
             mem_max: pages.1,
             mem_high: pages.0,
@@ -999,32 +996,37 @@ impl RunState {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
         self.sched.waiting.clear();
-        let mut waits = std::mem::take(&mut self.waits);
-        waits.clear();
-        waits.extend(
-            self.ready
-                .iter()
-                .map(|&t| self.waits_for_lock(&self.threads[t as usize].pending)),
-        );
-        let all = waits.iter().all(Option::is_some);
-        for (i, &wait) in waits.iter().enumerate() {
+        let record = self.sched.choice_points.is_some();
+        for i in 0..self.ready.len() {
             let tid = self.ready[i];
-            if let Some(word) = wait.filter(|_| !all) {
-                if self.sched.choice_points.is_some() {
+            if let Some(word) = self.waits_for_lock(&self.threads[tid as usize].pending) {
+                if record {
                     self.sched.waiting.push((tid, word));
                 }
                 continue;
             }
-            let th = &mut self.threads[tid as usize];
-            c.push(Candidate {
-                tid,
-                pending: th.pending,
-                spinning: th.spinning,
-            });
-            th.spinning = false;
+            c.push(self.candidate(tid));
         }
-        self.waits = waits;
+        if c.is_empty() {
+            // Every ready thread waits: all of them run, as without the rule.
+            self.sched.waiting.clear();
+            for i in 0..self.ready.len() {
+                let tid = self.ready[i];
+                c.push(self.candidate(tid));
+            }
+        }
         c
+    }
+
+    /// Ready thread `tid` as a candidate; its spinning hint is reported now.
+    fn candidate(&mut self, tid: Tid) -> Candidate {
+        let th = &mut self.threads[tid as usize];
+        let spinning = std::mem::take(&mut th.spinning);
+        Candidate {
+            tid,
+            pending: th.pending,
+            spinning,
+        }
     }
 
     /// The lock word `p` is about to take, if another thread holds it: a
