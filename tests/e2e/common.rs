@@ -87,7 +87,18 @@ pub fn run(p: &Program, cfg: &RunConfig) -> RunResult {
 /// Runs `p` with `base` for every seed of `seeds`; each run must pass
 /// (`what` names the case in the failure message).
 pub fn assert_passes(p: &Program, base: &RunConfig, seeds: std::ops::Range<u64>, what: &str) {
-    for seed in seeds {
+    passing_runs(p, base, seeds, what).for_each(drop);
+}
+
+/// The runs of `p` with `base` for the seeds of `seeds`, with their seeds;
+/// each must pass (`what` names the case in the failure message).
+pub fn passing_runs<'a>(
+    p: &'a Program,
+    base: &'a RunConfig,
+    seeds: std::ops::Range<u64>,
+    what: &'a str,
+) -> impl Iterator<Item = (u64, RunResult)> + 'a {
+    seeds.map(move |seed| {
         let r = run(
             p,
             &RunConfig {
@@ -100,7 +111,8 @@ pub fn assert_passes(p: &Program, base: &RunConfig, seeds: std::ops::Range<u64>,
             "{what} seed {seed}: {}",
             r.verdict.summary()
         );
-    }
+        (seed, r)
+    })
 }
 
 /// Runs `f` over `items` on two worker threads (the machine has two cores).

@@ -1116,15 +1116,7 @@ fn a_held_mutex_is_waited_for_and_a_lock_call_is_one_decision() {
         ..calibrated(&p, config(&e, "random", 0))
     };
     let mut switches_at_locks = 0;
-    for seed in 0..50 {
-        let r = run(
-            &p,
-            &RunConfig {
-                seed,
-                ..base.clone()
-            },
-        );
-        assert!(r.verdict.is_pass(), "seed {seed}: {}", r.verdict.summary());
+    for (seed, r) in passing_runs(&p, &base, 0..50, "race_bank 4x25") {
         for (i, ev) in r.events.iter().enumerate() {
             let func = p.sites.site(ev.site).map(|s| s.func_name.as_str());
             assert!(
@@ -1173,15 +1165,7 @@ fn the_thread_list_lock_is_waited_for() {
         ..RunConfig::default()
     };
     let mut taken = 0;
-    for seed in 0..20 {
-        let r = run(
-            &p,
-            &RunConfig {
-                seed,
-                ..base.clone()
-            },
-        );
-        assert!(r.verdict.is_pass(), "seed {seed}: {}", r.verdict.summary());
+    for (seed, r) in passing_runs(&p, &base, 0..20, "many_threads 20") {
         for (i, ev) in r.events.iter().enumerate() {
             if !takes_tl_lock(ev.site) {
                 continue;
