@@ -989,9 +989,8 @@ impl RunState {
     /// about to take a lock (a default mutex, the thread list) another
     /// thread holds, unless that leaves none (they would only spin, then
     /// sleep on the lock word until it is released: waiting here is the
-    /// same, without the steps). A
-    /// spinning hint is reported once: strategies react to the observation,
-    /// not to a flag that stays set.
+    /// same, without the steps). A spinning hint is reported once:
+    /// strategies react to the observation, not to a flag that stays set.
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();

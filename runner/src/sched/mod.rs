@@ -448,8 +448,7 @@ pub fn short_spec(spec: &str) -> String {
 /// estimate (see [`Estimate`]).
 pub fn needs_estimate(spec: &str) -> bool {
     let spec = spec.strip_suffix(stall::SUFFIX).unwrap_or(spec);
-    let name = spec.split(':').next().unwrap_or_default();
-    match name {
+    match strategy_name(spec) {
         "pct" | "ipct" | "sites" => !spec.contains("k="),
         "delay" => !spec.contains("n="),
         "surw" => !spec.contains("n="),
@@ -461,8 +460,12 @@ pub fn needs_estimate(spec: &str) -> bool {
 /// run (PCT and its variants) and leaves `k` to the estimate: its own runs
 /// may be longer than random walk's, so calibration also measures one.
 pub fn draws_change_points(spec: &str) -> bool {
-    let name = spec.split([':', '+']).next().unwrap_or_default();
-    matches!(name, "pct" | "ipct" | "sites") && needs_estimate(spec)
+    matches!(strategy_name(spec), "pct" | "ipct" | "sites") && needs_estimate(spec)
+}
+
+/// The strategy's name: `spec` up to its first parameter or `+stall`.
+fn strategy_name(spec: &str) -> &str {
+    spec.split([':', '+']).next().unwrap_or_default()
 }
 
 /// The `k` of a strategy that draws change points, for runs of about
