@@ -1073,6 +1073,55 @@ fn reused_instances_change_nothing() {
     });
 }
 
+/// What one run leaves to the next on the same memory (the spin detector's
+/// write stamps, the race detector's maps, the candidate list: capacity,
+/// never contents) changes nothing: each run of a program that has run
+/// many others is, byte for byte, the first run of a program made anew,
+/// under strategies that look at spinning hints (`pos`, `surw`) and one
+/// that does not.
+#[test]
+fn a_run_after_others_is_a_first_run() {
+    let jobs: Vec<(&str, Vec<String>, &str)> = [
+        ("spin_barrier.c", vec![], "pos+stall"),
+        (
+            "race_bank.c",
+            vec!["2".to_string(), "2".to_string()],
+            "surw",
+        ),
+        ("lost_wakeup.c", vec![], "random"),
+    ]
+    .into_iter()
+    .collect();
+    par_map(&jobs, |(source, args, strategy)| {
+        let bytes = target_module(source, false);
+        let cfg = heddle::instrument::Config::default();
+        let busy = Program::new(&bytes, &cfg).expect("program");
+        let base = calibrated(
+            &busy,
+            RunConfig {
+                args: args.clone(),
+                strategy: strategy.to_string(),
+                max_steps: 50_000,
+                ..RunConfig::default()
+            },
+        );
+        for seed in 0..12 {
+            let cfg = RunConfig {
+                seed,
+                ..base.clone()
+            };
+            let a = format!("{:?}", run(&busy, &cfg));
+            let first =
+                Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+            let b = format!("{:?}", run(&first, &cfg));
+            assert!(
+                a == b,
+                "{source} {strategy} seed {seed}: a run after others differs from a first run\nafter: {a}\nfirst: {b}"
+            );
+        }
+    });
+}
+
 /// (source, args, fixed, strategy, seeds) for every bundled target, buggy
 /// and fixed, under each strategy (`seeds` runs each, `large_seeds` on
 /// the large entries), then `tests/programs/core_trap_or_hang.c` (a trap,

@@ -2,7 +2,8 @@
 //!
 //! An instance's state outside linear memory is its mutable globals, its
 //! tables and its data and element segments. The rewriter exports every
-//! mutable global (as [`GLOBAL_PREFIX`]`N`), so the runtime can put them
+//! mutable global (as [`GLOBAL_PREFIX`]`N`) but the budget global (which
+//! the runtime sets whenever a thread starts), so the runtime can put them
 //! back; tables and segments it cannot reset, so a module that changes them
 //! after its start function (`table.set`/`grow`/`fill`/`copy`/`init`,
 //! `elem.drop`, or `data.drop` outside the start function) gets a fresh

@@ -965,8 +965,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             exports.export(EXPORT_TABLE, ExportKind::Table, start_table);
         }
         // Every mutable global, so that the runtime can reset an instance
-        // for reuse (see `reuse`).
-        let added = [budget_global, budget_global + 1];
+        // for reuse (see `reuse`); not the budget global, which the runtime
+        // sets at every thread's start anyway.
+        let added = [budget_global + 1];
         for &g in facts.mutable_globals.iter().chain(&added) {
             exports.export(
                 &format!("{}{g}", super::reuse::GLOBAL_PREFIX),

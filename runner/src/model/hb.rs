@@ -174,6 +174,17 @@ impl Detector {
         d
     }
 
+    /// Forgets all history, as [`Detector::new`] starts, keeping the
+    /// maps' capacity (they are never iterated, so what they held before
+    /// cannot show).
+    pub fn clear(&mut self) {
+        self.threads.clear();
+        self.sync.clear();
+        self.vars.clear();
+        self.finished.clear();
+        self.thread(0);
+    }
+
     fn thread(&mut self, t: Tid) -> &mut VectorClock {
         while self.threads.len() <= t as usize {
             let n = self.threads.len() as Tid;

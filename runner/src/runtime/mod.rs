@@ -455,6 +455,7 @@ impl Program {
             memory,
             pre,
             idle: Vec::new(),
+            scratch: Default::default(),
         })
     }
 
@@ -530,7 +531,8 @@ impl Program {
         strategy: Box<dyn Strategy>,
     ) -> Result<RunResult> {
         let spec = strategy.spec();
-        let slot = self.take_slot()?;
+        let mut slot = self.take_slot()?;
+        let scratch = std::mem::take(&mut slot.scratch);
         let memory = slot.memory.clone();
         let limits = Limits {
             max_steps: cfg.max_steps,
@@ -558,6 +560,7 @@ impl Program {
             sched,
             limits,
             cfg.seed,
+            scratch,
         ));
         let output = wasi::Output::default();
         let wasi = wasi::context("target", &cfg.args, &cfg.env, &cfg.grants, &output)?;
@@ -571,7 +574,7 @@ impl Program {
         };
         exec.start()?;
         let end = exec.drive();
-        let slot = exec.close();
+        let mut slot = exec.close();
         let mut st = run
             .take()
             .ok_or_else(|| crate::internal!("run state taken twice"))?;
@@ -598,16 +601,18 @@ impl Program {
             })
             .collect();
         let feedback = st.sched.strategy.take_feedback();
-        let mut r = self.finish(st, end, stdout, stderr, spec, cfg)?;
+        let r = self.finish(&mut st, end, stdout, stderr, spec, cfg);
+        slot.scratch = st.recycle();
+        self.return_slot(slot, used);
+        let mut r = r?;
         r.observed = observed;
         r.feedback = feedback;
-        self.return_slot(slot, used);
         Ok(r)
     }
 
     fn finish(
         &self,
-        mut st: RunState,
+        st: &mut RunState,
         end: Ended,
         stdout: Vec<u8>,
         stderr: Vec<u8>,
@@ -681,18 +686,18 @@ impl Program {
                     tid,
                     stack: self.symbolize(&stack),
                 },
-                Some(Outcome::Deadlock) => self.deadlock(&st),
+                Some(Outcome::Deadlock) => self.deadlock(st),
                 Some(Outcome::Memory(m)) => Verdict::Memory(self.memory_verdict(&m)),
-                Some(Outcome::Race(r)) => Verdict::Race(self.race_report(&r, &st)),
+                Some(Outcome::Race(r)) => Verdict::Race(self.race_report(&r, st)),
                 Some(Outcome::Hang { reason }) => Verdict::Hang {
                     reason,
-                    threads: self.positions(&st),
+                    threads: self.positions(st),
                 },
                 Some(Outcome::Diverged(d)) => {
                     divergence = Some(d);
                     Verdict::Hang {
                         reason: "replay diverged".into(),
-                        threads: self.positions(&st),
+                        threads: self.positions(st),
                     }
                 }
                 None => return Err(crate::internal!("run ended without an outcome")),
@@ -703,7 +708,7 @@ impl Program {
         // and as a write of the same line).
         let mut races: Vec<crate::verdict::RaceReport> = Vec::new();
         for r in st.races.as_ref().map_or(&[][..], |x| x.found()) {
-            let report = self.race_report(r, &st);
+            let report = self.race_report(r, st);
             if !races.iter().any(|x| x.key() == report.key()) {
                 races.push(report);
             }
@@ -1102,6 +1107,8 @@ struct Slot {
     pre: wasmtime::InstancePre<ThreadCtx>,
     /// Instances of finished guest threads, ready to be reset and reused.
     idle: Vec<Worker>,
+    /// The buffers the last run on this memory left.
+    scratch: state::Scratch,
 }
 
 impl Slot {
@@ -1165,18 +1172,19 @@ fn block_on<F: Future>(f: F) -> F::Output {
 
 impl Executor<'_> {
     /// An instance for thread `tid`: an idle one reset, or a new one.
+    /// Every mutable global the rewriter exports for reuse is set once: to
+    /// the value it had right after instantiation, or for a main thread to
+    /// `Program::main_globals`; the budget global (not among them) to the
+    /// first slice's budget.
     fn worker(&mut self, tid: Tid) -> Result<Worker> {
         let reused = if self.program.reuse {
             self.slot.reuse()
         } else {
             None
         };
+        let fresh = reused.is_none();
         let mut w = match reused {
             Some(mut w) => {
-                for (g, v) in &w.globals {
-                    g.set(&mut w.store, *v)
-                        .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
-                }
                 let d = w.store.data_mut();
                 d.tid = tid;
                 d.run = self.run.clone();
@@ -1185,18 +1193,23 @@ impl Executor<'_> {
             }
             None => self.instantiate(tid)?,
         };
-        if tid == 0 && self.program.reuse {
-            // Only the instance whose start function initialised the memory
-            // (wasm-ld's `__wasm_init_memory`, which also points the main
-            // thread's `__tls_base` at the static TLS block) has the globals
-            // a main thread starts with; one made later, over the image, or
-            // a thread's, has others (`__tls_base` 0).
-            if let Some(vals) = self.program.main_globals.get() {
-                for ((g, _), v) in w.globals.iter().zip(vals) {
-                    g.set(&mut w.store, *v)
-                        .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
-                }
-            }
+        // Only the instance whose start function initialised the memory
+        // (wasm-ld's `__wasm_init_memory`, which also points the main
+        // thread's `__tls_base` at the static TLS block) has the globals a
+        // main thread starts with; one made later, over the image, or a
+        // thread's, has others (`__tls_base` 0).
+        let main = (tid == 0 && self.program.reuse)
+            .then(|| self.program.main_globals.get())
+            .flatten();
+        for (i, (g, v)) in w.globals.iter().enumerate() {
+            let v = match main {
+                Some(vals) => vals[i],
+                // Just instantiated: already its own value.
+                None if fresh => continue,
+                None => *v,
+            };
+            g.set(&mut w.store, v)
+                .map_err(|e| anyhow!("cannot reset a global: {e}"))?;
         }
         if let Some(g) = w.store.data().budget {
             let b = self.run.get().next_budget();

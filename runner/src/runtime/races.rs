@@ -39,13 +39,28 @@ pub struct Races {
 }
 
 impl Races {
-    /// The detector of a run in race mode `mode` (`None` when it is off).
-    pub fn new(mode: RaceMode) -> Option<Races> {
-        (mode != RaceMode::Off).then(|| Races {
-            fail: mode == RaceMode::Fail,
-            hb: Detector::new(),
-            found: Vec::new(),
-            pairs: BTreeSet::new(),
+    /// The detector of a run in race mode `mode` (`None` when it is off),
+    /// in the buffers of an earlier run's detector when there is one
+    /// (emptied: only their capacity carries over).
+    pub fn new(mode: RaceMode, old: Option<Races>) -> Option<Races> {
+        if mode == RaceMode::Off {
+            return None;
+        }
+        let fail = mode == RaceMode::Fail;
+        Some(match old {
+            Some(mut r) => {
+                r.fail = fail;
+                r.hb.clear();
+                r.found.clear();
+                r.pairs.clear();
+                r
+            }
+            None => Races {
+                fail,
+                hb: Detector::new(),
+                found: Vec::new(),
+                pairs: BTreeSet::new(),
+            },
         })
     }
 
@@ -173,7 +188,7 @@ mod tests {
 
     /// Threads 1 and 2, both created by thread 0.
     fn two_threads(mode: RaceMode) -> Races {
-        let mut r = Races::new(mode).expect("on");
+        let mut r = Races::new(mode, None).expect("on");
         r.spawn(0, 1);
         r.spawn(0, 2);
         r
@@ -181,7 +196,7 @@ mod tests {
 
     #[test]
     fn off_tracks_nothing() {
-        assert!(Races::new(RaceMode::Off).is_none());
+        assert!(Races::new(RaceMode::Off, None).is_none());
     }
 
     #[test]

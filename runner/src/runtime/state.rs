@@ -448,6 +448,19 @@ pub use crate::model::RaceMode;
 
 const STAMP_SLOTS: usize = 4096;
 
+/// What a run leaves to the next run on the same memory: buffers whose
+/// capacity, never their contents, carries over (a run's allocations are a
+/// measurable share of a short run). Nothing in it can change what a run
+/// does: see [`RunState::new`] and [`RunState::recycle`].
+#[derive(Default)]
+pub struct Scratch {
+    /// `RunState::write_stamp`, with every entry below `stamp_base`.
+    write_stamp: Vec<u64>,
+    stamp_base: u64,
+    races: Option<Races>,
+    cands: Vec<Candidate>,
+}
+
 /// Reads a thread remembers for spin detection.
 const RECENT_READS: usize = 8;
 
@@ -472,8 +485,14 @@ pub struct RunState {
     pub info: Arc<[SiteInfo]>,
     pub limits: Limits,
     budget_rng: Rng,
-    /// Step of the last write to each (hashed) word, for spin detection.
+    /// Step of the last write to each (hashed) word, for spin detection,
+    /// plus `stamp_base`.
     write_stamp: Vec<u64>,
+    /// Larger than every stamp earlier runs left in `write_stamp`: stamps
+    /// are `stamp_base + step`, so a stale one reads as "not written since
+    /// any step of this run", as a zeroed table would (without clearing
+    /// 32 KiB per run).
+    stamp_base: u64,
     /// Step of the last yield point a thread reached while it was the only
     /// ready one. Spin detection ignores such solo stretches (they may have
     /// written anything), so that skipping them (the fast path) and seeing
@@ -527,6 +546,7 @@ pub struct RunState {
 const STREAM_GUEST_RANDOM: u64 = 3;
 
 impl RunState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         memory: SharedMemory,
         pages: (u32, u32),
@@ -535,6 +555,7 @@ impl RunState {
         mut sched: Scheduler,
         limits: Limits,
         seed: u64,
+        scratch: Scratch,
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
@@ -549,6 +570,16 @@ impl RunState {
         let mem = sites
             .memcheck
             .then(|| MemCheck::new(sites.data_start.min(1024)));
+        let Scratch {
+            mut write_stamp,
+            stamp_base,
+            races: old_races,
+            mut cands,
+        } = scratch;
+        if write_stamp.len() != STAMP_SLOTS {
+            write_stamp = vec![0; STAMP_SLOTS];
+        }
+        cands.clear();
         RunState {
             threads: vec![ThreadRec::new(0)],
             ready: vec![0],
@@ -565,7 +596,8 @@ impl RunState {
             info,
             limits,
             budget_rng: Rng::new(seed, STREAM_BUDGET),
-            write_stamp: vec![0; STAMP_SLOTS],
+            write_stamp,
+            stamp_base,
             solo_epoch: 0,
             fast,
             granted: 0,
@@ -578,17 +610,28 @@ impl RunState {
             lock_owner: BTreeMap::new(),
             words: diagnostics.then(WordLocks::default),
             word_stacks: Vec::new(),
-            cands: Vec::new(),
+            cands,
             mem_pages: pages.0,
             mem_max: pages.1,
             mem_high: pages.0,
             mem,
-            races: Races::new(races),
+            races: Races::new(races, old_races),
             handles: BTreeMap::new(),
             hit: vec![0; sites_count.div_ceil(64)],
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
+        }
+    }
+
+    /// The buffers this run leaves to the next one on its memory (after
+    /// its result is taken: the race detector goes with them).
+    pub fn recycle(&mut self) -> Scratch {
+        Scratch {
+            write_stamp: std::mem::take(&mut self.write_stamp),
+            stamp_base: self.stamp_base + self.steps + 1,
+            races: self.races.take(),
+            cands: std::mem::take(&mut self.cands),
         }
     }
 
@@ -683,8 +726,9 @@ impl RunState {
             }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
-                let unwritten_since =
-                    |step: u64| self.write_stamp[slot] <= step && solo_epoch <= step;
+                let unwritten_since = |step: u64| {
+                    self.write_stamp[slot] <= self.stamp_base + step && solo_epoch <= step
+                };
                 let (last_addr, last_step) = th.last_read;
                 th.last_read = (p.addr, steps);
                 let again = last_addr == p.addr && unwritten_since(last_step);
@@ -713,7 +757,7 @@ impl RunState {
             *w |= 1 << (p.site & 63);
         }
         if p.kind.writes() {
-            self.write_stamp[Self::hash_slot(p.addr)] = steps;
+            self.write_stamp[Self::hash_slot(p.addr)] = self.stamp_base + steps;
         }
     }
 
@@ -736,6 +780,7 @@ impl RunState {
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
         self.threads[tid as usize].announced = self.announces(&p);
+
         if self.sched.observes {
             let view = View {
                 memory: &self.memory,
