@@ -86,8 +86,7 @@ impl Races {
                 None
             }
             EventKind::Rmw | EventKind::Cmpxchg => {
-                hb.acquire(tid, p.addr);
-                hb.release(tid, p.addr);
+                hb.rmw(tid, p.addr);
                 None
             }
             EventKind::Wait => {
