@@ -47,15 +47,19 @@ impl Rng {
     }
 
     /// Uniform in `[0, n)` (Lemire's multiply-and-reject). `n` must be > 0.
+    /// The rejection threshold (a division) is computed only when a draw
+    /// could be rejected: it is below `n`, so a draw whose low half is at
+    /// least `n` is kept either way, and the draws are the same.
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);
-        let threshold = n.wrapping_neg() % n;
-        loop {
-            let m = (self.next_u64() as u128) * (n as u128);
-            if (m as u64) >= threshold {
-                return (m >> 64) as u64;
+        let mut m = (self.next_u64() as u128) * (n as u128);
+        if (m as u64) < n {
+            let threshold = n.wrapping_neg() % n;
+            while (m as u64) < threshold {
+                m = (self.next_u64() as u128) * (n as u128);
             }
         }
+        (m >> 64) as u64
     }
 
     /// True with probability `p`.
@@ -91,6 +95,43 @@ mod tests {
             assert!(x < 7);
         }
         assert_ne!(Rng::new(42, 1).next_u64(), Rng::new(42, 2).next_u64());
+    }
+
+    /// The same draws as the textbook form, which divides on every call
+    /// (a seed must mean the same schedule in every version).
+    #[test]
+    fn below_draws_what_the_textbook_form_draws() {
+        fn textbook(r: &mut Rng, n: u64) -> u64 {
+            let threshold = n.wrapping_neg() % n;
+            loop {
+                let m = (r.next_u64() as u128) * (n as u128);
+                if (m as u64) >= threshold {
+                    return (m >> 64) as u64;
+                }
+            }
+        }
+        let ns = [
+            1,
+            2,
+            3,
+            7,
+            100,
+            1 << 32,
+            (1 << 63) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for seed in 0..20 {
+            let (mut a, mut b) = (Rng::new(seed, 1), Rng::new(seed, 1));
+            for i in 0..2_000 {
+                let n = ns[i % ns.len()];
+                assert_eq!(
+                    a.below(n),
+                    textbook(&mut b, n),
+                    "seed {seed} draw {i} n {n}"
+                );
+            }
+        }
     }
 
     #[test]
