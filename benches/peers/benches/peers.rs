@@ -9,7 +9,10 @@
 //! measures both tools for about `PEERS_SECS` seconds each (default 1),
 //! heddle first in even rounds and shuttle first in odd ones, so drifting
 //! machine load hits both alike. The table shows the median runs/s of each
-//! and the median of the per-round ratios.
+//! and the median of the per-round ratios. A second table counts what each
+//! tool schedules per run: heddle's steps and decisions (from its campaign
+//! summary), shuttle's scheduler calls (through a counting wrapper around
+//! `RandomScheduler`, in executions apart from the timed ones).
 //!
 //! Environment: `HEDDLE` (the binary; default `<target dir>/release/heddle`,
 //! built with `cargo build --release -p heddle` if missing), `PEERS_ROUNDS`,
@@ -22,15 +25,17 @@ mod shuttle_programs;
 #[path = "../../machine.rs"]
 mod machine;
 use heddle_peers::{
-    heddle_binary, markdown_table, parse_fuzz_summary, replace_section, runs_for,
-    workspace_root as root, Case, Row,
+    campaign_stat, heddle_binary, markdown_table, parse_fuzz_summary, points_table,
+    replace_section, runs_for, workspace_root as root, Case, Points, Row,
 };
 use machine::{machine, today};
-use shuttle::scheduler::RandomScheduler;
+use shuttle::scheduler::{RandomScheduler, Schedule, Scheduler, Task, TaskId};
 use shuttle::{Config, Runner};
 use shuttle_programs::CASES;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A calibration run shorter than this fraction of the target time is too
@@ -91,6 +96,47 @@ impl Peers {
     }
 }
 
+/// Executions of `case` under shuttle counted, not timed: (scheduling points,
+/// decisions) per execution.
+fn shuttle_points(case: &Case, executions: usize) -> (f64, f64) {
+    /// `RandomScheduler` with its calls counted.
+    struct Counting {
+        inner: RandomScheduler,
+        points: Arc<AtomicU64>,
+        decisions: Arc<AtomicU64>,
+    }
+    impl Scheduler for Counting {
+        fn new_execution(&mut self) -> Option<Schedule> {
+            self.inner.new_execution()
+        }
+        fn next_task(
+            &mut self,
+            runnable: &[&Task],
+            current: Option<TaskId>,
+            is_yielding: bool,
+        ) -> Option<TaskId> {
+            self.points.fetch_add(1, Relaxed);
+            if runnable.len() > 1 {
+                self.decisions.fetch_add(1, Relaxed);
+            }
+            self.inner.next_task(runnable, current, is_yielding)
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.inner.next_u64()
+        }
+    }
+    let (points, decisions) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let scheduler = Counting {
+        inner: RandomScheduler::new(executions),
+        points: points.clone(),
+        decisions: decisions.clone(),
+    };
+    let done = Runner::new(scheduler, Config::new()).run(case.shuttle);
+    assert_eq!(done, executions, "{}", case.name);
+    let per = |c: &AtomicU64| c.load(Relaxed) as f64 / executions as f64;
+    (per(&points), per(&decisions))
+}
+
 /// Runs needed for about `secs` with `measure` (runs → runs/s), starting
 /// small and growing until a run lasts long enough to trust its rate.
 fn calibrate(secs: f64, mut measure: impl FnMut(u64) -> f64) -> u64 {
@@ -114,6 +160,7 @@ fn main() {
     };
     let started = today();
     let mut rows = Vec::new();
+    let mut points = Vec::new();
     for case in &CASES {
         // Warm-up: heddle compiles the source into its cache, shuttle
         // allocates its continuation stacks.
@@ -147,6 +194,19 @@ fn main() {
             row.shuttle.push(s);
         }
         rows.push(row);
+        // Scheduling points per run: from heddle's last campaign (all its
+        // runs), and from shuttle's counted executions.
+        let campaign = std::fs::read_to_string(peers.out.join("campaign.toml"))
+            .expect("heddle's campaign.toml");
+        let stat = |key| campaign_stat(&campaign, key).expect(key);
+        let (shuttle_points, shuttle_decisions) = shuttle_points(case, 1000);
+        points.push(Points {
+            program: case.name.to_string(),
+            heddle_steps: stat("steps_per_run"),
+            heddle_decisions: stat("decisions_per_run"),
+            shuttle_points,
+            shuttle_decisions,
+        });
     }
     let _ = std::fs::remove_dir_all(&peers.out);
 
@@ -156,9 +216,15 @@ fn main() {
          `fuzz --strategy random --jobs 1` with its defaults (granularity `all`, \
          memory checker and race detector on; its own runs/s, without process \
          start and compilation), shuttle 0.9 `RandomScheduler` on one thread \
-         (release build; it switches only at its sync and thread calls).\n\n{}",
+         (release build; it switches only at its sync and thread calls).\n\n{}\n\
+         Scheduling points per run (heddle: every yield point its host saw, \
+         and the decisions among them with more than one thread to choose \
+         from, over the last measurement's runs; shuttle: calls to its \
+         scheduler, and those with more than one runnable task, over 1,000 \
+         counted executions):\n\n{}",
         machine(),
-        markdown_table(&rows)
+        markdown_table(&rows),
+        points_table(&points)
     );
     println!("{text}");
 

@@ -139,6 +139,47 @@ pub fn markdown_table(rows: &[Row]) -> String {
     t
 }
 
+/// A `key = number` line of a `campaign.toml`, e.g. `steps_per_run`.
+pub fn campaign_stat(toml: &str, key: &str) -> Option<f64> {
+    toml.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// How many scheduling points each tool went through per run of one
+/// program: heddle's steps (every yield point the host saw) and decisions
+/// (those with more than one thread to choose from), shuttle's calls to its
+/// scheduler and those with more than one runnable task.
+pub struct Points {
+    pub program: String,
+    pub heddle_steps: f64,
+    pub heddle_decisions: f64,
+    pub shuttle_points: f64,
+    pub shuttle_decisions: f64,
+}
+
+/// A markdown table of [`Points`], with heddle's steps per shuttle point.
+pub fn points_table(rows: &[Points]) -> String {
+    let mut t = String::from(
+        "| program | heddle steps / run | heddle decisions / run | shuttle points / run \
+         | shuttle decisions / run | heddle steps per shuttle point |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        t.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |\n",
+            r.program,
+            r.heddle_steps,
+            r.heddle_decisions,
+            r.shuttle_points,
+            r.shuttle_decisions,
+            r.heddle_steps / r.shuttle_points
+        ));
+    }
+    t
+}
+
 /// `old` with the text between the `begin` and `end` markers replaced by
 /// `body`; if the markers are missing, `heading` and a marked section are
 /// appended at the end.
@@ -153,6 +194,23 @@ pub fn replace_section(old: &str, begin: &str, end: &str, heading: &str, body: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_campaign_stat_and_tabulates_points() {
+        let toml = "decisions = 73586\ndecisions_per_run = 367.93\nsteps_per_run = 832.47\n";
+        assert_eq!(campaign_stat(toml, "steps_per_run"), Some(832.47));
+        assert_eq!(campaign_stat(toml, "decisions_per_run"), Some(367.93));
+        assert_eq!(campaign_stat(toml, "decisions"), Some(73586.0));
+        assert_eq!(campaign_stat(toml, "steps"), None);
+        let t = points_table(&[Points {
+            program: "p".into(),
+            heddle_steps: 832.47,
+            heddle_decisions: 367.93,
+            shuttle_points: 208.0,
+            shuttle_decisions: 150.2,
+        }]);
+        assert!(t.ends_with("| p | 832 | 368 | 208 | 150 | 4.0 |\n"), "{t}");
+    }
 
     #[test]
     fn parses_the_summary_line() {
