@@ -1081,25 +1081,19 @@ fn reused_instances_change_nothing() {
 /// that does not.
 #[test]
 fn a_run_after_others_is_a_first_run() {
-    let jobs: Vec<(&str, Vec<String>, &str)> = [
-        ("spin_barrier.c", vec![], "pos+stall"),
-        (
-            "race_bank.c",
-            vec!["2".to_string(), "2".to_string()],
-            "surw",
-        ),
-        ("lost_wakeup.c", vec![], "random"),
-    ]
-    .into_iter()
-    .collect();
-    par_map(&jobs, |(source, args, strategy)| {
+    let jobs: [(&str, &[&str], &str); 3] = [
+        ("spin_barrier.c", &[], "pos+stall"),
+        ("race_bank.c", &["2", "2"], "surw"),
+        ("lost_wakeup.c", &[], "random"),
+    ];
+    par_map(&jobs, |&(source, args, strategy)| {
         let bytes = target_module(source, false);
-        let cfg = heddle::instrument::Config::default();
-        let busy = Program::new(&bytes, &cfg).expect("program");
+        let instrument = heddle::instrument::Config::default();
+        let busy = Program::new(&bytes, &instrument).expect("program");
         let base = calibrated(
             &busy,
             RunConfig {
-                args: args.clone(),
+                args: args.iter().map(|a| a.to_string()).collect(),
                 strategy: strategy.to_string(),
                 max_steps: 50_000,
                 ..RunConfig::default()
@@ -1110,13 +1104,12 @@ fn a_run_after_others_is_a_first_run() {
                 seed,
                 ..base.clone()
             };
-            let a = format!("{:?}", run(&busy, &cfg));
-            let first =
-                Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
-            let b = format!("{:?}", run(&first, &cfg));
+            let after = format!("{:?}", run(&busy, &cfg));
+            let new = Program::new(&bytes, &instrument).expect("program");
+            let first = format!("{:?}", run(&new, &cfg));
             assert!(
-                a == b,
-                "{source} {strategy} seed {seed}: a run after others differs from a first run\nafter: {a}\nfirst: {b}"
+                after == first,
+                "{source} {strategy} seed {seed}: a run after others differs from a first run\nafter: {after}\nfirst: {first}"
             );
         }
     });

@@ -780,7 +780,6 @@ impl RunState {
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
         self.threads[tid as usize].announced = self.announces(&p);
-
         if self.sched.observes {
             let view = View {
                 memory: &self.memory,
