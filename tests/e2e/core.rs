@@ -1181,6 +1181,83 @@ fn a_held_mutex_is_waited_for_and_a_lock_call_is_one_decision() {
     assert!(switches_at_locks > 0);
 }
 
+/// A default mutex is taken and released by code the rewriter inlines at
+/// the call: one step, the call's announcement, followed at the same step by
+/// the lock word's access the C library's fast path would have made (a
+/// library site at the call's line). The other kinds go through the C
+/// library. `tests/programs/mutex_kinds.c` checks what each kind returns
+/// (trylock on a held mutex, errorcheck errors, a condition variable whose
+/// waiters re-take the mutex), and a freed or null mutex is still caught.
+#[test]
+fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
+    use heddle::model::EventKind;
+    let bytes = std::fs::read(build("tests/programs/mutex_kinds.c", &[])).unwrap();
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let (mut inline, mut library) = (0, 0);
+    for strategy in ["random", "pct:3", "pos"] {
+        let base = RunConfig {
+            strategy: strategy.into(),
+            record_events: true,
+            ..RunConfig::default()
+        };
+        for (seed, r) in passing_runs(&p, &base, 0..25, "mutex_kinds") {
+            for (i, ev) in r.events.iter().enumerate() {
+                if !matches!(ev.kind, EventKind::Lock | EventKind::Unlock) {
+                    continue;
+                }
+                let mutex = p.sites.symbol_at(ev.addr).map(|s| s.name.as_str());
+                let word = r.events[i + 1..]
+                    .iter()
+                    .find(|n| n.tid == ev.tid)
+                    .filter(|n| n.step == ev.step && n.site == ev.site + 1);
+                let at = format!(
+                    "{strategy} seed {seed} step {}: {:?} {mutex:?}",
+                    ev.step, ev.kind
+                );
+                match mutex {
+                    Some("recursive" | "checked") => {
+                        assert!(word.is_none(), "{at}: inlined");
+                        library += 1;
+                    }
+                    Some("plain") => {
+                        let Some(w) = word else { continue };
+                        let s = p.sites.site(w.site).expect("word site");
+                        assert!(!s.user && s.atomic, "{at}: {s:?}");
+                        assert_eq!(w.addr, ev.addr + 4, "{at}");
+                        let (kind, value) = if ev.kind == EventKind::Lock {
+                            (EventKind::Cmpxchg, 10)
+                        } else {
+                            (EventKind::Rmw, 0)
+                        };
+                        assert_eq!((w.kind, w.value), (kind, Some(value)), "{at}");
+                        inline += 1;
+                    }
+                    other => panic!("{at}: a lock call on {other:?}"),
+                }
+            }
+        }
+    }
+    assert!(
+        inline > 0 && library > 0,
+        "inline {inline}, library {library}"
+    );
+    for (mode, want) in [
+        (
+            "freed",
+            "use-after-free in thread 0 at main (mutex_kinds.c:",
+        ),
+        ("null", "null-deref in thread 0 at main (mutex_kinds.c:"),
+    ] {
+        let o = heddle_out(&["run", "tests/programs/mutex_kinds.c", "--", mode]);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stdout).contains(want),
+            "{mode}: {}",
+            text(&o.stdout)
+        );
+    }
+}
+
 /// wasi-libc's thread-list lock (`__tl_lock`, taken by `pthread_create`
 /// and by an exiting thread) is waited for like a mutex: its
 /// compare-exchange is found by its DWARF frame, and no thread ever runs it

@@ -10,7 +10,9 @@
 
 use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
-use super::sites::{FuncInfo, OffsetRun, Site, SiteKind};
+use super::sites::{
+    inline_mutex_op, FuncInfo, OffsetRun, Site, SiteKind, MUTEX_LOCK_WORD, MUTEX_TAKEN,
+};
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
 use anyhow::{anyhow, bail, Context, Result};
@@ -838,6 +840,69 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// In place of a call to `pthread_mutex_lock` or `pthread_mutex_unlock`
+    /// (`call`, at original offset `orig`) on the mutex in local `m`: the
+    /// C library's fast path, done here, else the call; leaves the `i32`
+    /// result. See [`inline_mutex_op`] for what it does, and
+    /// [`inline_mutex_applies`] for the test, which this emits.
+    fn inline_mutex(&mut self, kind: SiteKind, m: u32, orig: u32, call: &Operator) -> Result<()> {
+        let word = |offset: u32| wasm_encoder::MemArg {
+            offset: offset as u64,
+            align: 2,
+            memory_index: 0,
+        };
+        let result = BlockType::Result(ValType::I32);
+        let fallback = |em: &mut Self| -> Result<()> {
+            em.ins(Instruction::LocalGet(m));
+            em.mark(orig, false);
+            em.original(call.clone())?;
+            em.mark(orig, true);
+            Ok(())
+        };
+        // A default mutex: `type & 15 == 0`.
+        self.ins(Instruction::LocalGet(m));
+        self.ins(Instruction::I32Load(word(0)));
+        self.ins(Instruction::I32Const(15));
+        self.ins(Instruction::I32And);
+        self.ins(Instruction::I32Eqz);
+        self.ins(Instruction::If(result));
+        if kind == SiteKind::Lock {
+            // Taken when the compare-exchange finds the word free.
+            self.ins(Instruction::LocalGet(m));
+            self.ins(Instruction::I32Const(0));
+            self.ins(Instruction::I32Const(MUTEX_TAKEN));
+            self.ins(Instruction::I32AtomicRmwCmpxchg(word(MUTEX_LOCK_WORD)));
+            self.ins(Instruction::If(result));
+            fallback(self)?;
+            self.ins(Instruction::Else);
+            self.ins(Instruction::I32Const(0));
+            self.ins(Instruction::End);
+        } else {
+            // Released when no thread waits: no waiters counted, no waiter
+            // bit in the lock word.
+            self.ins(Instruction::LocalGet(m));
+            self.ins(Instruction::I32Load(word(8)));
+            self.ins(Instruction::I32Eqz);
+            self.ins(Instruction::LocalGet(m));
+            self.ins(Instruction::I32AtomicLoad(word(MUTEX_LOCK_WORD)));
+            self.ins(Instruction::I32Const(0));
+            self.ins(Instruction::I32GeS);
+            self.ins(Instruction::I32And);
+            self.ins(Instruction::If(result));
+            self.ins(Instruction::LocalGet(m));
+            self.ins(Instruction::I32Const(0));
+            self.ins(Instruction::I32AtomicStore(word(MUTEX_LOCK_WORD)));
+            self.ins(Instruction::I32Const(0));
+            self.ins(Instruction::Else);
+            fallback(self)?;
+            self.ins(Instruction::End);
+        }
+        self.ins(Instruction::Else);
+        fallback(self)?;
+        self.ins(Instruction::End);
+        Ok(())
+    }
+
     fn mark(&mut self, orig: u32, fixed: bool) {
         let rel = self.pos();
         self.runs.push((rel, orig, fixed));
@@ -1607,6 +1672,7 @@ fn rewrite_body<'a>(
             user,
             callee,
             takes_lock,
+            inline_mutex: false,
         });
         id
     };
@@ -1803,24 +1869,38 @@ fn rewrite_body<'a>(
                 let s = em.scratch;
                 let slots = [s.a, s.b, s.c, s.q];
                 em.mark(orig, true);
-                let site = new_site(
-                    sites,
-                    kind,
-                    false,
-                    0,
-                    0,
-                    offset,
-                    facts.func_names.get(&function_index).cloned(),
-                );
+                let callee = facts.func_names.get(&function_index).cloned();
+                let inline = callee
+                    .as_deref()
+                    .is_some_and(|c| inline_mutex_op(kind, c, nparams, has_result));
+                let site = new_site(sites, kind, false, 0, 0, offset, callee);
+                if inline {
+                    // The lock word's access, the next site: library code (what
+                    // the C library's fast path does) at the call's line.
+                    sites[site as usize].inline_mutex = true;
+                    let (word_kind, name) = if kind == SiteKind::Lock {
+                        (SiteKind::Cmpxchg, "pthread_mutex_lock")
+                    } else {
+                        (SiteKind::Rmw, "pthread_mutex_unlock")
+                    };
+                    let w = new_site(sites, word_kind, true, 4, 4, offset, None);
+                    let w = &mut sites[w as usize];
+                    w.user = false;
+                    w.func_name = name.to_string();
+                }
                 for i in (0..nparams).rev() {
                     em.ins(Instruction::LocalSet(slots[i]));
                 }
                 em.yield_point(site, Some(slots[arg]));
-                for slot in slots.iter().take(nparams) {
-                    em.ins(Instruction::LocalGet(*slot));
+                if inline {
+                    em.inline_mutex(kind, slots[arg], orig, &op)?;
+                } else {
+                    for slot in slots.iter().take(nparams) {
+                        em.ins(Instruction::LocalGet(*slot));
+                    }
+                    em.mark(orig, false);
+                    em.original(op)?;
                 }
-                em.mark(orig, false);
-                em.original(op)?;
                 em.mark(orig, true);
                 if has_result {
                     em.ins(Instruction::LocalTee(s.r));

@@ -149,6 +149,60 @@ pub struct Site {
     /// `pthread_create` and the thread exit path; found by its DWARF frame).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub takes_lock: bool,
+    /// A call to `pthread_mutex_lock` or `pthread_mutex_unlock` that the
+    /// rewriter made take or release a default mutex itself, without
+    /// calling, when the C library's own fast path would: see
+    /// [`inline_mutex_op`]. The next site (id + 1) is that access to the
+    /// lock word: a library compare-exchange (lock) or exchange (unlock)
+    /// at the call's line.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inline_mutex: bool,
+}
+
+/// Which call sites the rewriter inlines a mutex operation at: a call to
+/// `pthread_mutex_lock` or `pthread_mutex_unlock` (`callee`, leading
+/// underscores ignored) taking the mutex and returning an `i32`.
+///
+/// The inserted code does what wasi-libc's fast path does, on the same
+/// words (a `pthread_mutex_t` is the type in its first word, the lock word
+/// in its second, the waiter count in its third), and calls the function
+/// whenever that fast path would not be taken:
+/// - lock: a default mutex (`type & 15 == 0`) whose lock word is 0 gets
+///   `EBUSY` ([`MUTEX_TAKEN`]) there by a compare-exchange;
+/// - unlock: a default mutex with no waiters and a lock word without its
+///   waiter bit gets 0 there.
+///
+/// The host sees both as one step: the announcement of the call, whose
+/// effects it applies itself when [`inline_mutex_applies`] says the
+/// inserted code will not call.
+pub fn inline_mutex_op(kind: SiteKind, callee: &str, params: usize, has_result: bool) -> bool {
+    let name = callee.trim_start_matches('_');
+    params == 1
+        && has_result
+        && matches!(
+            (kind, name),
+            (SiteKind::Lock, "pthread_mutex_lock") | (SiteKind::Unlock, "pthread_mutex_unlock")
+        )
+}
+
+/// The lock word's offset in a `pthread_mutex_t`.
+pub const MUTEX_LOCK_WORD: u32 = 4;
+/// What the inlined lock stores in a free lock word: wasi-libc's `EBUSY`
+/// (WASI's errno 10), as its own fast path does (`trylock` tests the word
+/// against that value).
+pub const MUTEX_TAKEN: i32 = 10;
+
+/// Whether the code inlined at a `kind` site ([`inline_mutex_op`]) takes
+/// or releases the mutex itself, given the mutex's first three words
+/// (type, lock word, waiters) just before it runs; otherwise it calls the
+/// C library. The rewriter emits exactly this test.
+pub fn inline_mutex_applies(kind: SiteKind, [ty, lock, waiters]: [u32; 3]) -> bool {
+    ty & 15 == 0
+        && match kind {
+            SiteKind::Lock => lock == 0,
+            SiteKind::Unlock => waiters == 0 && (lock as i32) >= 0,
+            _ => false,
+        }
 }
 
 impl Site {
@@ -180,6 +234,9 @@ pub struct SiteInfo {
     /// `pthread_cond_wait` re-taking its mutex, libc++'s `std::mutex` — and
     /// the thread-list lock of `pthread_create` and thread exit).
     pub takes_lock: bool,
+    /// A lock or unlock call the rewriter inlines ([`Site::inline_mutex`];
+    /// the lock word's access is the next site).
+    pub inline_mutex: bool,
 }
 
 /// A run of instrumented code offsets: instrumented `[start, next run's
@@ -277,6 +334,7 @@ impl SiteTable {
                     SiteKind::Cmpxchg => s.takes_lock,
                     _ => false,
                 },
+                inline_mutex: s.inline_mutex,
             })
             .collect()
     }
@@ -331,3 +389,53 @@ impl SiteTable {
 
 /// Frames resolved for an instrumented-module backtrace.
 pub type Stack = Vec<Frame>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_mutex_lock_and_unlock_calls_are_inlined() {
+        let lock = SiteKind::Lock;
+        assert!(inline_mutex_op(lock, "pthread_mutex_lock", 1, true));
+        assert!(inline_mutex_op(lock, "__pthread_mutex_lock", 1, true));
+        assert!(inline_mutex_op(
+            SiteKind::Unlock,
+            "pthread_mutex_unlock",
+            1,
+            true
+        ));
+        assert!(!inline_mutex_op(lock, "pthread_mutex_trylock", 1, true));
+        assert!(!inline_mutex_op(lock, "pthread_rwlock_wrlock", 1, true));
+        assert!(!inline_mutex_op(
+            SiteKind::Unlock,
+            "pthread_mutex_lock",
+            1,
+            true
+        ));
+        // Not wasi-libc's signature: left alone.
+        assert!(!inline_mutex_op(lock, "pthread_mutex_lock", 1, false));
+        assert!(!inline_mutex_op(lock, "pthread_mutex_lock", 2, true));
+    }
+
+    #[test]
+    fn the_fast_path_is_taken_only_where_the_c_library_takes_it() {
+        let (lock, unlock) = (SiteKind::Lock, SiteKind::Unlock);
+        // A free default mutex is taken; a held one, or another kind, is
+        // left to the library (musl's type bits: recursive 1, errorcheck 2,
+        // robust 4, priority-inheriting 8, process-shared 128).
+        assert!(inline_mutex_applies(lock, [0, 0, 0]));
+        assert!(!inline_mutex_applies(lock, [0, MUTEX_TAKEN as u32, 0]));
+        for ty in [1, 2, 4, 8, 128 | 2] {
+            assert!(!inline_mutex_applies(lock, [ty, 0, 0]));
+            assert!(!inline_mutex_applies(unlock, [ty, MUTEX_TAKEN as u32, 0]));
+        }
+        // A process-shared default mutex (128) is still a default one.
+        assert!(inline_mutex_applies(lock, [128, 0, 0]));
+        // Released unless a thread waits (counted, or the waiter bit).
+        assert!(inline_mutex_applies(unlock, [0, MUTEX_TAKEN as u32, 0]));
+        assert!(!inline_mutex_applies(unlock, [0, MUTEX_TAKEN as u32, 1]));
+        assert!(!inline_mutex_applies(unlock, [0, 0x8000_0000 | 10, 0]));
+        assert!(!inline_mutex_applies(SiteKind::CondWait, [0, 0, 0]));
+    }
+}

@@ -279,7 +279,7 @@ fn check_pending(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
     let ctx = caller.data();
     let st = ctx.run.get();
     let p = st.threads[ctx.tid as usize].pending;
-    if !p.kind.is_access() {
+    if !p.kind.is_access() && !matches!(p.kind, EventKind::Lock | EventKind::Unlock) {
         return Ok(());
     }
     if out_of_bounds(&st, &p) {

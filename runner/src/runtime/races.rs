@@ -167,6 +167,7 @@ mod tests {
             size: 4,
             mem_offset: 0,
             takes_lock: false,
+            inline_mutex: false,
         };
         vec![
             site(false, SiteKind::Write),

@@ -17,6 +17,7 @@
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
 use super::memory::GuestMemory;
 use super::races::Races;
+use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
@@ -811,13 +812,87 @@ impl RunState {
                 return Err(RunEnd);
             }
         }
+        if let Some(word) = self.inline_mutex_word(&p) {
+            if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
+                self.threads[tid as usize].announced = false;
+                return self.executed_inline(tid, word);
+            }
+        }
+        Ok(())
+    }
+
+    /// For a lock or unlock call the rewriter inlined
+    /// ([`SiteInfo::inline_mutex`]): the access the inserted code makes to
+    /// the mutex's lock word, when it takes or releases the mutex itself.
+    #[inline]
+    fn inline_mutex_word(&self, p: &Pending) -> Option<Pending> {
+        if !matches!(p.kind, EventKind::Lock | EventKind::Unlock)
+            || !self
+                .info
+                .get(p.site as usize)
+                .is_some_and(|s| s.inline_mutex)
+        {
+            return None;
+        }
+        Some(Pending {
+            site: p.site + 1,
+            kind: if p.kind == EventKind::Lock {
+                EventKind::Cmpxchg
+            } else {
+                EventKind::Rmw
+            },
+            addr: p.addr.wrapping_add(MUTEX_LOCK_WORD),
+            len: 4,
+        })
+    }
+
+    /// The type, lock word and waiter count of the mutex at `addr`.
+    fn mutex_words(&self, addr: u32) -> [u32; 3] {
+        let word = |i: u32| {
+            self.read_le(addr.wrapping_add(4 * i), 4)
+                .map_or(u32::MAX, |v| v as u32)
+        };
+        [word(0), word(1), word(2)]
+    }
+
+    /// `tid`'s inlined lock or unlock (just executed as its announcement)
+    /// takes or releases the mutex in the same step: the compare-exchange
+    /// or exchange `q` of its lock word, as the C library's fast path would
+    /// have made it in a step of its own, with no decision before it.
+    fn executed_inline(&mut self, tid: Tid, q: Pending) -> Result<(), RunEnd> {
+        if self.sched.observes {
+            let view = View {
+                memory: &self.memory,
+                threads: &self.threads,
+                labels: &self.labels,
+            };
+            self.sched.strategy.on_event(tid, &q, &view);
+        }
+        if self.words.is_some() {
+            self.note_word_op(tid, q);
+        }
+        self.write_stamp[Self::hash_slot(q.addr)] = self.stamp_base + self.steps;
+        if self.limits.record_events {
+            self.record(tid, q, false);
+        }
+        if let Some(races) = &mut self.races {
+            if let Some(race) = races.executed(tid, q, &self.info, self.steps) {
+                self.end(Outcome::Race(race));
+                return Err(RunEnd);
+            }
+        }
         Ok(())
     }
 
     /// Appends `tid`'s pending event, executed now, to the trace.
     fn record_executed(&mut self, tid: Tid, preempted: bool) {
-        self.fill_last_value(tid);
         let p = self.threads[tid as usize].pending;
+        self.record(tid, p, preempted);
+    }
+
+    /// Appends `p`, executed now by `tid`, to the trace.
+    fn record(&mut self, tid: Tid, p: Pending, preempted: bool) {
+        self.fill_last_value(tid);
         self.events.push(Event {
             step: self.steps,
             tid,
@@ -1387,7 +1462,12 @@ impl RunState {
     /// The memory checker's verdict on an access, if it is invalid.
     #[inline]
     pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
-        self.mem.as_ref()?.check_access(p)
+        let mem = self.mem.as_ref()?;
+        if p.len == 0 {
+            // An inlined lock or unlock touches the mutex's lock word itself.
+            return mem.check_access(&self.inline_mutex_word(p)?);
+        }
+        mem.check_access(p)
     }
 
     /// The memory error `kind` at `addr` by `tid` at `site` (its `stack`),
