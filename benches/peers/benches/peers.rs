@@ -25,7 +25,7 @@ mod shuttle_programs;
 #[path = "../../machine.rs"]
 mod machine;
 use heddle_peers::{
-    campaign_stat, heddle_binary, markdown_table, parse_fuzz_summary, points_table,
+    campaign_stat, heddle_binary, markdown_table, median, parse_fuzz_summary, points_table,
     replace_section, runs_for, workspace_root as root, Case, Points, Row,
 };
 use machine::{machine, today};
@@ -97,13 +97,14 @@ impl Peers {
 }
 
 /// Executions of `case` under shuttle counted, not timed: (scheduling points,
-/// decisions) per execution.
-fn shuttle_points(case: &Case, executions: usize) -> (f64, f64) {
+/// decisions, switches) per execution.
+fn shuttle_points(case: &Case, executions: usize) -> (f64, f64, f64) {
     /// `RandomScheduler` with its calls counted.
     struct Counting {
         inner: RandomScheduler,
         points: Arc<AtomicU64>,
         decisions: Arc<AtomicU64>,
+        switches: Arc<AtomicU64>,
     }
     impl Scheduler for Counting {
         fn new_execution(&mut self) -> Option<Schedule> {
@@ -119,22 +120,28 @@ fn shuttle_points(case: &Case, executions: usize) -> (f64, f64) {
             if runnable.len() > 1 {
                 self.decisions.fetch_add(1, Relaxed);
             }
-            self.inner.next_task(runnable, current, is_yielding)
+            let next = self.inner.next_task(runnable, current, is_yielding);
+            if current.is_some() && next.is_some() && next != current {
+                self.switches.fetch_add(1, Relaxed);
+            }
+            next
         }
         fn next_u64(&mut self) -> u64 {
             self.inner.next_u64()
         }
     }
-    let (points, decisions) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counter = || Arc::new(AtomicU64::new(0));
+    let (points, decisions, switches) = (counter(), counter(), counter());
     let scheduler = Counting {
         inner: RandomScheduler::new(executions),
         points: points.clone(),
         decisions: decisions.clone(),
+        switches: switches.clone(),
     };
     let done = Runner::new(scheduler, Config::new()).run(case.shuttle);
     assert_eq!(done, executions, "{}", case.name);
     let per = |c: &AtomicU64| c.load(Relaxed) as f64 / executions as f64;
-    (per(&points), per(&decisions))
+    (per(&points), per(&decisions), per(&switches))
 }
 
 /// Runs needed for about `secs` with `measure` (runs → runs/s), starting
@@ -193,20 +200,24 @@ fn main() {
             row.heddle.push(h);
             row.shuttle.push(s);
         }
-        rows.push(row);
         // Scheduling points per run: from heddle's last campaign (all its
         // runs), and from shuttle's counted executions.
         let campaign = std::fs::read_to_string(peers.out.join("campaign.toml"))
             .expect("heddle's campaign.toml");
         let stat = |key| campaign_stat(&campaign, key).expect(key);
-        let (shuttle_points, shuttle_decisions) = shuttle_points(case, 1000);
+        let (shuttle_points, shuttle_decisions, shuttle_switches) = shuttle_points(case, 1000);
         points.push(Points {
             program: case.name.to_string(),
             heddle_steps: stat("steps_per_run"),
             heddle_decisions: stat("decisions_per_run"),
+            heddle_switches: stat("switches_per_run"),
+            heddle_runs_per_sec: median(&row.heddle),
             shuttle_points,
             shuttle_decisions,
+            shuttle_switches,
+            shuttle_runs_per_sec: median(&row.shuttle),
         });
+        rows.push(row);
     }
     let _ = std::fs::remove_dir_all(&peers.out);
 
@@ -218,10 +229,11 @@ fn main() {
          start and compilation), shuttle 0.9 `RandomScheduler` on one thread \
          (release build; it switches only at its sync and thread calls).\n\n{}\n\
          Scheduling points per run (heddle: every yield point its host saw, \
-         and the decisions among them with more than one thread to choose \
-         from, over the last measurement's runs; shuttle: calls to its \
-         scheduler, and those with more than one runnable task, over 1,000 \
-         counted executions):\n\n{}",
+         the decisions among them with more than one thread to choose from, \
+         and its thread switches, over the last measurement's runs; shuttle: \
+         calls to its scheduler, those with more than one runnable task, and \
+         those that chose another task than the current one, over 1,000 \
+         counted executions), and a run's median time over its switches:\n\n{}",
         machine(),
         markdown_table(&rows),
         points_table(&points)

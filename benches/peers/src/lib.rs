@@ -148,33 +148,45 @@ pub fn campaign_stat(toml: &str, key: &str) -> Option<f64> {
 }
 
 /// How many scheduling points each tool went through per run of one
-/// program: heddle's steps (every yield point the host saw) and decisions
-/// (those with more than one thread to choose from), shuttle's calls to its
-/// scheduler and those with more than one runnable task.
+/// program: heddle's steps (every yield point the host saw), decisions
+/// (those with more than one thread to choose from) and thread switches;
+/// shuttle's calls to its scheduler, those with more than one runnable
+/// task, and those that chose another task than the current one. With each
+/// tool's runs/s, a run's time per switch.
 pub struct Points {
     pub program: String,
     pub heddle_steps: f64,
     pub heddle_decisions: f64,
+    pub heddle_switches: f64,
+    pub heddle_runs_per_sec: f64,
     pub shuttle_points: f64,
     pub shuttle_decisions: f64,
+    pub shuttle_switches: f64,
+    pub shuttle_runs_per_sec: f64,
 }
 
-/// A markdown table of [`Points`], with heddle's steps per shuttle point.
+/// A markdown table of [`Points`], with each tool's run time per switch
+/// (µs: the time of a run over its switches, everything included).
 pub fn points_table(rows: &[Points]) -> String {
     let mut t = String::from(
-        "| program | heddle steps / run | heddle decisions / run | shuttle points / run \
-         | shuttle decisions / run | heddle steps per shuttle point |\n\
-         |---|---:|---:|---:|---:|---:|\n",
+        "| program | heddle steps / run | heddle decisions / run | heddle switches / run \
+         | shuttle points / run | shuttle decisions / run | shuttle switches / run \
+         | µs of a run per switch: heddle | shuttle |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let per_switch = |runs_per_sec: f64, switches: f64| 1e6 / (runs_per_sec * switches);
     for r in rows {
         t.push_str(&format!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |\n",
+            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |\n",
             r.program,
             r.heddle_steps,
             r.heddle_decisions,
+            r.heddle_switches,
             r.shuttle_points,
             r.shuttle_decisions,
-            r.heddle_steps / r.shuttle_points
+            r.shuttle_switches,
+            per_switch(r.heddle_runs_per_sec, r.heddle_switches),
+            per_switch(r.shuttle_runs_per_sec, r.shuttle_switches),
         ));
     }
     t
@@ -206,10 +218,18 @@ mod tests {
             program: "p".into(),
             heddle_steps: 832.47,
             heddle_decisions: 367.93,
+            heddle_switches: 250.0,
+            heddle_runs_per_sec: 8000.0,
             shuttle_points: 208.0,
             shuttle_decisions: 150.2,
+            shuttle_switches: 100.0,
+            shuttle_runs_per_sec: 20000.0,
         }]);
-        assert!(t.ends_with("| p | 832 | 368 | 208 | 150 | 4.0 |\n"), "{t}");
+        // 1e6 / (8000 × 250) = 0.5 µs; 1e6 / (20000 × 100) = 0.5 µs.
+        assert!(
+            t.ends_with("| p | 832 | 368 | 250 | 208 | 150 | 100 | 0.50 | 0.50 |\n"),
+            "{t}"
+        );
     }
 
     #[test]

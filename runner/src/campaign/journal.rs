@@ -98,6 +98,10 @@ pub struct Record {
     pub decisions: u64,
     /// Number of preemptions.
     pub preemptions: u64,
+    /// Number of thread switches (preemptions, and switches away from a
+    /// thread that blocked or ended).
+    #[serde(default)]
+    pub switches: u64,
     /// Number of steps.
     pub steps: u64,
     /// [`crate::trace::schedule_hash`] of the decisions.
@@ -400,6 +404,7 @@ mod tests {
             summary: String::new(),
             decisions: 3,
             preemptions: 1,
+            switches: 2,
             steps: 9,
             schedule: seed * 7,
             sites: SiteSet::id_of(&[0b110]),

@@ -45,6 +45,9 @@ pub struct Aggregate {
     pub decisions: u64,
     /// Preemptions over all runs.
     pub preemptions: u64,
+    /// Thread switches over all runs.
+    #[serde(default)]
+    pub switches: u64,
     /// Steps over all runs.
     pub steps: u64,
     /// Distinct schedule hashes.
@@ -136,6 +139,7 @@ impl Aggregate {
         self.runs += 1;
         self.decisions += r.decisions;
         self.preemptions += r.preemptions;
+        self.switches += r.switches;
         self.steps += r.steps;
         self.schedules.insert(r.schedule);
         or_into(&mut self.sites_hit, sites);
@@ -190,6 +194,7 @@ impl Aggregate {
         self.error_runs += other.error_runs;
         self.decisions += other.decisions;
         self.preemptions += other.preemptions;
+        self.switches += other.switches;
         self.steps += other.steps;
         self.schedules.merge(&other.schedules);
         or_into(&mut self.sites_hit, &other.sites_hit);
@@ -524,6 +529,7 @@ mod tests {
             },
             decisions: seed,
             preemptions: 1,
+            switches: 2,
             steps: 10,
             schedule: seed % 7,
             sites: 0,

@@ -91,6 +91,10 @@ pub struct Stats {
     pub preemptions: u64,
     /// Mean preemptions per run.
     pub preemptions_per_run: f64,
+    /// Mean thread switches per run (preemptions, and switches away from a
+    /// thread that blocked or ended).
+    #[serde(default)]
+    pub switches_per_run: f64,
     /// Mean steps per run.
     pub steps_per_run: f64,
     /// Distinct schedules (decision-sequence hashes).
@@ -330,6 +334,7 @@ impl Summary {
                 decisions_per_run: mean(a.decisions),
                 preemptions: a.preemptions,
                 preemptions_per_run: mean(a.preemptions),
+                switches_per_run: mean(a.switches),
                 steps_per_run: mean(a.steps),
                 distinct_schedules: a.schedules.count(),
                 distinct_schedules_estimated: a.schedules.estimated(),
@@ -457,6 +462,7 @@ mod tests {
                 summary: if fail { "boom" } else { "" }.into(),
                 decisions: seed,
                 preemptions: 1,
+                switches: 2,
                 steps: 10,
                 schedule: seed % 3,
                 sites: 0,

@@ -370,8 +370,8 @@ pub fn print_stats(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "  decisions/run {}  preemptions/run {}  steps/run {}",
-        st.decisions_per_run, st.preemptions_per_run, st.steps_per_run
+        "  decisions/run {}  preemptions/run {}  switches/run {}  steps/run {}",
+        st.decisions_per_run, st.preemptions_per_run, st.switches_per_run, st.steps_per_run
     )?;
     writeln!(out, "  distinct schedules {}", st.distinct_schedules)?;
     writeln!(
