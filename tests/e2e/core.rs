@@ -1258,6 +1258,69 @@ fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
     }
 }
 
+/// The C library's atomics on its own bookkeeping (the allocator, thread
+/// creation, start and exit, musl's `__lock`) are yield points without a
+/// decision: no thread is ever switched to or from there. The atomics of
+/// the synchronisation objects a program passes in (mutexes, condition
+/// variables, spin locks, semaphores, barriers) keep theirs.
+#[test]
+fn the_c_librarys_bookkeeping_makes_no_decision() {
+    let bytes = std::fs::read(build("tests/programs/sync_zoo.c", &[])).unwrap();
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let private = |site: u32| p.sites.site(site).is_some_and(|s| s.private);
+    let mut funcs = std::collections::BTreeSet::new();
+    for s in &p.sites.sites {
+        if s.private {
+            assert!(!s.user && s.atomic, "{s:?}");
+            assert!(heddle::instrument::sites::is_private_library_function(
+                &s.func_name
+            ));
+            funcs.insert(s.func_name.as_str());
+        }
+        let program_object = ["mutex", "cond", "spin", "sem_", "barrier", "rwlock", "once"];
+        if program_object.iter().any(|o| s.func_name.contains(o)) {
+            assert!(!s.private, "{s:?}");
+        }
+    }
+    for f in ["dlmalloc", "__pthread_create", "__wasi_thread_start_C"] {
+        assert!(funcs.contains(f), "no private site in {f}: {funcs:?}");
+    }
+    let (mut switches, mut at_private) = (0, 0);
+    for prim in ["mutex", "signal", "spin", "sem", "barrier"] {
+        let base = RunConfig {
+            args: vec![prim.into()],
+            strategy: "random".into(),
+            record_events: true,
+            ..RunConfig::default()
+        };
+        for (seed, r) in passing_runs(&p, &base, 0..20, "sync_zoo") {
+            let ev = &r.events;
+            for i in 1..ev.len() {
+                at_private += private(ev[i].site) as u32;
+                let left = ev[i - 1].tid;
+                if !ev[i].preempted || ev[i].tid == left {
+                    continue;
+                }
+                // The preempted thread was stopped before its next event:
+                // that yield point made the decision, so it is not private.
+                switches += 1;
+                if let Some(stopped) = ev[i..].iter().find(|e| e.tid == left) {
+                    assert!(
+                        !private(stopped.site),
+                        "{prim} seed {seed}: thread {left} preempted before a private site \
+                         (step {})",
+                        stopped.step
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        switches > 0 && at_private > 0,
+        "{switches} switches, {at_private} private events"
+    );
+}
+
 /// wasi-libc's thread-list lock (`__tl_lock`, taken by `pthread_create`
 /// and by an exiting thread) is waited for like a mutex: its
 /// compare-exchange is found by its DWARF frame, and no thread ever runs it

@@ -571,7 +571,8 @@ fn site_priorities_find_bugs_among_100_threads() {
 }
 
 /// `heddle fuzz` without `--strategy` runs the default portfolio, which
-/// catches the three-thread lock cycle that random walk alone misses.
+/// catches the three-thread lock cycle (a cycle random walk alone used to
+/// miss, when it spent most of its decisions inside the C library).
 #[test]
 fn the_default_portfolio_catches_a_three_lock_cycle() {
     let dir = tempdir();
@@ -580,19 +581,6 @@ fn the_default_portfolio_catches_a_three_lock_cycle() {
         stdout.contains("strategy sites:3+stall,pos+stall,surw+stall,random+stall:"),
         "the portfolio is named: {stdout}"
     );
-    let random = heddle_out(&[
-        "fuzz",
-        "targets/ring_deadlock.c",
-        "--strategy",
-        "random",
-        "--runs",
-        "300",
-        "--jobs",
-        "1",
-        "--out",
-        dir.path().join("random").to_str().unwrap(),
-    ]);
-    assert_eq!(random.status.code(), Some(0), "{}", text(&random.stdout));
 }
 
 /// The (seed, schedule hash) of every run in a campaign directory.

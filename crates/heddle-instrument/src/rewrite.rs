@@ -11,7 +11,8 @@
 use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
 use super::sites::{
-    inline_mutex_op, FuncInfo, OffsetRun, Site, SiteKind, MUTEX_LOCK_WORD, MUTEX_TAKEN,
+    inline_mutex_op, is_private_library_function, FuncInfo, OffsetRun, Site, SiteKind,
+    MUTEX_LOCK_WORD, MUTEX_TAKEN,
 };
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
@@ -1659,6 +1660,17 @@ fn rewrite_body<'a>(
                     .first()
                     .and_then(|f| f.function.as_deref())
                     == Some("__tl_lock"));
+        let private = !user
+            && atomic
+            && matches!(
+                kind,
+                SiteKind::Read
+                    | SiteKind::Write
+                    | SiteKind::Rmw
+                    | SiteKind::Cmpxchg
+                    | SiteKind::Fence
+            )
+            && is_private_library_function(&func_name);
         sites.push(Site {
             id,
             func: ctx.index,
@@ -1673,6 +1685,7 @@ fn rewrite_body<'a>(
             callee,
             takes_lock,
             inline_mutex: false,
+            private,
         });
         id
     };

@@ -157,6 +157,40 @@ pub struct Site {
     /// at the call's line.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inline_mutex: bool,
+    /// An atomic load, store, read-modify-write or fence of the C library
+    /// on its own bookkeeping, which the program cannot see: in a function
+    /// [`is_private_library_function`] names (its waits and notifies are
+    /// not: blocking and waking stay decisions).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private: bool,
+}
+
+/// The wasi-libc functions whose atomics only guard the C library's own
+/// state, never an object of the program's: the allocator (dlmalloc's lock),
+/// thread creation, start and exit (the thread-list lock, the thread's
+/// detach state and its kill lock), and musl's internal `__lock`. The order
+/// in which two threads pass through them is invisible to the program
+/// except through what they return, which the program's own next access
+/// orders; a scheduling decision in them only spends the strategy's
+/// switches where no bug can be. Their atomics stay yield points: they
+/// are recorded, checked and seen by the race detector.
+pub fn is_private_library_function(name: &str) -> bool {
+    matches!(
+        name,
+        "dlmalloc"
+            | "dlfree"
+            | "dlrealloc"
+            | "dlcalloc"
+            | "internal_memalign"
+            | "__pthread_create"
+            | "__wasi_thread_start_C"
+            | "wasi_thread_start"
+            | "__lock"
+            | "__unlock"
+            | "__tl_lock"
+            | "__tl_unlock"
+            | "__tl_sync"
+    )
 }
 
 /// Which call sites the rewriter inlines a mutex operation at: a call to
@@ -237,6 +271,9 @@ pub struct SiteInfo {
     /// A lock or unlock call the rewriter inlines ([`Site::inline_mutex`];
     /// the lock word's access is the next site).
     pub inline_mutex: bool,
+    /// An atomic of the C library on its own bookkeeping ([`Site::private`]):
+    /// no decision is made before it.
+    pub private: bool,
 }
 
 /// A run of instrumented code offsets: instrumented `[start, next run's
@@ -335,6 +372,7 @@ impl SiteTable {
                     _ => false,
                 },
                 inline_mutex: s.inline_mutex,
+                private: s.private,
             })
             .collect()
     }

@@ -168,6 +168,7 @@ mod tests {
             mem_offset: 0,
             takes_lock: false,
             inline_mutex: false,
+            private: false,
         };
         vec![
             site(false, SiteKind::Write),

@@ -1147,6 +1147,13 @@ impl RunState {
         }
     }
 
+    /// Whether `p` is an atomic of the C library on its own bookkeeping
+    /// ([`SiteInfo::private`]), before which no decision is made.
+    #[inline]
+    fn private(&self, p: &Pending) -> bool {
+        p.kind.is_skippable() && self.info.get(p.site as usize).is_some_and(|s| s.private)
+    }
+
     /// The lock word `p` is about to take, if another thread holds it: a
     /// `pthread_mutex_lock` call on a default (normal, non-robust) mutex,
     /// or a library compare-exchange that takes a lock word and, when it
@@ -1184,11 +1191,14 @@ impl RunState {
         self.note_pending(tid, p);
         // Right after an announcement the decision was already made: with
         // nothing another thread can see in between, switching here or
-        // before the announcement reaches the same states. Unless the
-        // thread is about to wait for a held lock (`pthread_create`'s
-        // thread-list lock, held by an exiting thread): it must not go on.
+        // before the announcement reaches the same states. An atomic of
+        // the C library on its own bookkeeping (`SiteInfo::private`) makes
+        // no decision either. Unless the thread is about to wait for a held
+        // lock (`pthread_create`'s thread-list lock, held by an exiting
+        // thread): it must not go on.
         if self.ready.len() == 1
-            || (self.threads[tid as usize].announced && self.waits_for_lock(&p).is_none())
+            || ((self.threads[tid as usize].announced || self.private(&p))
+                && self.waits_for_lock(&p).is_none())
         {
             self.executed(tid, false)?;
             return Ok(false);
