@@ -777,18 +777,24 @@ impl RunState {
         }
     }
 
-    /// Records that `tid` executes its pending event now.
-    fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
-        let p = self.threads[tid as usize].pending;
-        self.threads[tid as usize].announced = self.announces(&p);
+    /// Shows `tid`'s event `p`, executed now, to a strategy that observes.
+    #[inline]
+    fn observe(&mut self, tid: Tid, p: &Pending) {
         if self.sched.observes {
             let view = View {
                 memory: &self.memory,
                 threads: &self.threads,
                 labels: &self.labels,
             };
-            self.sched.strategy.on_event(tid, &p, &view);
+            self.sched.strategy.on_event(tid, p, &view);
         }
+    }
+
+    /// Records that `tid` executes its pending event now.
+    fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
+        let p = self.threads[tid as usize].pending;
+        self.threads[tid as usize].announced = self.announces(&p);
+        self.observe(tid, &p);
         match p.kind {
             EventKind::Lock | EventKind::Join => {
                 self.threads[tid as usize].wants = Some((p.addr, p.site))
@@ -860,14 +866,7 @@ impl RunState {
     /// or exchange `q` of its lock word, as the C library's fast path would
     /// have made it in a step of its own, with no decision before it.
     fn executed_inline(&mut self, tid: Tid, q: Pending) -> Result<(), RunEnd> {
-        if self.sched.observes {
-            let view = View {
-                memory: &self.memory,
-                threads: &self.threads,
-                labels: &self.labels,
-            };
-            self.sched.strategy.on_event(tid, &q, &view);
-        }
+        self.observe(tid, &q);
         if self.words.is_some() {
             self.note_word_op(tid, q);
         }
