@@ -777,24 +777,10 @@ impl RunState {
         }
     }
 
-    /// Shows `tid`'s event `p`, executed now, to a strategy that observes.
-    #[inline]
-    fn observe(&mut self, tid: Tid, p: &Pending) {
-        if self.sched.observes {
-            let view = View {
-                memory: &self.memory,
-                threads: &self.threads,
-                labels: &self.labels,
-            };
-            self.sched.strategy.on_event(tid, p, &view);
-        }
-    }
-
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.threads[tid as usize].pending;
         self.threads[tid as usize].announced = self.announces(&p);
-        self.observe(tid, &p);
         match p.kind {
             EventKind::Lock | EventKind::Join => {
                 self.threads[tid as usize].wants = Some((p.addr, p.site))
@@ -802,13 +788,39 @@ impl RunState {
             EventKind::Unlock | EventKind::CondWait => self.release(tid, p.addr),
             _ => {}
         }
+        self.account(tid, p, preempted)?;
+        // An inlined lock or unlock that takes or releases the mutex itself
+        // makes the lock word's access in the same step, as the C library's
+        // fast path would have made it in a step of its own with no
+        // decision before it; the call is then done.
+        if let Some(word) = self.inline_mutex_word(&p) {
+            if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
+                self.threads[tid as usize].announced = false;
+                self.write_stamp[Self::hash_slot(word.addr)] = self.stamp_base + self.steps;
+                return self.account(tid, word, false);
+            }
+        }
+        Ok(())
+    }
+
+    /// What every executed event goes through: the observing strategy,
+    /// the word model, the trace and the race detector.
+    fn account(&mut self, tid: Tid, p: Pending, preempted: bool) -> Result<(), RunEnd> {
+        if self.sched.observes {
+            let view = View {
+                memory: &self.memory,
+                threads: &self.threads,
+                labels: &self.labels,
+            };
+            self.sched.strategy.on_event(tid, &p, &view);
+        }
         if self.words.is_some() {
             self.note_word_op(tid, p);
         }
         // Record before the race check, so that a racing access that ends
         // the run (`--races fail`) is the last event of the trace.
         if self.limits.record_events {
-            self.record_executed(tid, preempted);
+            self.record(tid, p, preempted);
         }
         if let Some(races) = &mut self.races {
             if let Some(race) = races.executed(tid, p, &self.info, self.steps) {
@@ -816,12 +828,6 @@ impl RunState {
             }
             if self.outcome.is_some() {
                 return Err(RunEnd);
-            }
-        }
-        if let Some(word) = self.inline_mutex_word(&p) {
-            if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
-                self.threads[tid as usize].announced = false;
-                return self.executed_inline(tid, word);
             }
         }
         Ok(())
@@ -859,34 +865,6 @@ impl RunState {
                 .map_or(u32::MAX, |v| v as u32)
         };
         [word(0), word(1), word(2)]
-    }
-
-    /// `tid`'s inlined lock or unlock (just executed as its announcement)
-    /// takes or releases the mutex in the same step: the compare-exchange
-    /// or exchange `q` of its lock word, as the C library's fast path would
-    /// have made it in a step of its own, with no decision before it.
-    fn executed_inline(&mut self, tid: Tid, q: Pending) -> Result<(), RunEnd> {
-        self.observe(tid, &q);
-        if self.words.is_some() {
-            self.note_word_op(tid, q);
-        }
-        self.write_stamp[Self::hash_slot(q.addr)] = self.stamp_base + self.steps;
-        if self.limits.record_events {
-            self.record(tid, q, false);
-        }
-        if let Some(races) = &mut self.races {
-            if let Some(race) = races.executed(tid, q, &self.info, self.steps) {
-                self.end(Outcome::Race(race));
-                return Err(RunEnd);
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends `tid`'s pending event, executed now, to the trace.
-    fn record_executed(&mut self, tid: Tid, preempted: bool) {
-        let p = self.threads[tid as usize].pending;
-        self.record(tid, p, preempted);
     }
 
     /// Appends `p`, executed now by `tid`, to the trace.
@@ -1150,7 +1128,7 @@ impl RunState {
     /// ([`SiteInfo::private`]), before which no decision is made.
     #[inline]
     fn private(&self, p: &Pending) -> bool {
-        p.kind.is_skippable() && self.info.get(p.site as usize).is_some_and(|s| s.private)
+        self.info.get(p.site as usize).is_some_and(|s| s.private)
     }
 
     /// The lock word `p` is about to take, if another thread holds it: a
