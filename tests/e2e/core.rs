@@ -1258,11 +1258,12 @@ fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
     }
 }
 
-/// The C library's atomics on its own bookkeeping (the allocator, thread
-/// creation, start and exit, musl's `__lock`) are yield points without a
-/// decision: no thread is ever switched to or from there. The atomics of
-/// the synchronisation objects a program passes in (mutexes, condition
-/// variables, spin locks, semaphores, barriers) keep theirs.
+/// The C library's atomics and notifies on its own bookkeeping (the
+/// allocator, thread creation, start and exit, musl's `__lock`), and the
+/// calls that create a thread up to the spawn's return, are yield points
+/// without a decision: no thread is ever switched to or from there. The
+/// atomics of the synchronisation objects a program passes in (mutexes,
+/// condition variables, spin locks, semaphores, barriers) keep theirs.
 #[test]
 fn the_c_librarys_bookkeeping_makes_no_decision() {
     let bytes = std::fs::read(build("tests/programs/sync_zoo.c", &[])).unwrap();
@@ -1271,10 +1272,17 @@ fn the_c_librarys_bookkeeping_makes_no_decision() {
     let mut funcs = std::collections::BTreeSet::new();
     for s in &p.sites.sites {
         if s.private {
-            assert!(!s.user && s.atomic, "{s:?}");
-            assert!(heddle::instrument::sites::is_private_library_function(
-                &s.func_name
-            ));
+            use heddle::instrument::SiteKind as K;
+            match s.kind {
+                K::ThreadCreate => {}
+                K::Call => assert_eq!(s.callee.as_deref(), Some("wasi.thread-spawn")),
+                _ => {
+                    assert!(!s.user && (s.atomic || s.kind == K::Notify), "{s:?}");
+                    assert!(heddle::instrument::sites::is_private_library_function(
+                        &s.func_name
+                    ));
+                }
+            }
             funcs.insert(s.func_name.as_str());
         }
         let program_object = ["mutex", "cond", "spin", "sem_", "barrier", "rwlock", "once"];
@@ -1282,7 +1290,13 @@ fn the_c_librarys_bookkeeping_makes_no_decision() {
             assert!(!s.private, "{s:?}");
         }
     }
-    for f in ["dlmalloc", "__pthread_create", "__wasi_thread_start_C"] {
+    for f in [
+        "dlmalloc",
+        "__pthread_create",
+        "__wasi_thread_start_C",
+        "wasi_thread_start",
+        "main",
+    ] {
         assert!(funcs.contains(f), "no private site in {f}: {funcs:?}");
     }
     let (mut switches, mut at_private) = (0, 0);

@@ -472,19 +472,34 @@ fn explore_dpor_orders_frees_against_accesses_to_the_block() {
     assert_eq!(f.result.verdict.kind(), "use-after-free", "{}", f.reason);
 }
 
-/// DPOR under `--preempt all`, where value decisions (which futex waiter a
-/// notify wakes) sit on the path and a new schedule can start right after
-/// one: the search runs, keeps its sleep sets across them and finds the lost
-/// update.
+/// DPOR under `--preempt all`, where value decisions (`heddle_choose`
+/// right before each thread's unlocked increment) sit on the path and a new
+/// schedule can start right after one: the search runs, keeps its sleep
+/// sets across them and finds the lost update.
 #[test]
 fn explore_dpor_preempting_everywhere_crosses_value_decisions() {
+    let bytes = std::fs::read(build("tests/programs/choose_race.c", &[])).unwrap();
+    let p = heddle::runtime::Program::new(&bytes, &heddle::instrument::Config::default())
+        .expect("program");
     let mut o = opts(Bound::Unbounded, Reduction::Dpor);
+    o.observe.clear();
     o.preempt = Preempt::All;
     o.max_schedules = Some(600);
-    let r = explore_target("counter_spy.c", false, &["1", "1"], &o);
+    let base = RunConfig {
+        races: RaceMode::Off,
+        ..RunConfig::default()
+    };
+    let r = explore::explore(&p, &base, &o, &AtomicBool::new(false), &mut |_| {}).expect("explore");
     assert_eq!(r.schedules, 600);
     let f = r
         .first_failure
         .expect("the lost update within 600 schedules");
+    assert!(
+        f.result
+            .decisions
+            .iter()
+            .any(|d| matches!(d, heddle::trace::Decision::Value { .. })),
+        "no value decision on the failing schedule"
+    );
     assert_eq!(f.result.verdict.kind(), "assertion", "{}", f.reason);
 }

@@ -11,8 +11,8 @@
 use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
 use super::sites::{
-    inline_mutex_op, is_private_library_function, FuncInfo, OffsetRun, Site, SiteKind,
-    MUTEX_LOCK_WORD, MUTEX_TAKEN,
+    decides_nothing, inline_mutex_op, FuncInfo, OffsetRun, Site, SiteKind, MUTEX_LOCK_WORD,
+    MUTEX_TAKEN,
 };
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
@@ -1660,17 +1660,7 @@ fn rewrite_body<'a>(
                     .first()
                     .and_then(|f| f.function.as_deref())
                     == Some("__tl_lock"));
-        let private = !user
-            && atomic
-            && matches!(
-                kind,
-                SiteKind::Read
-                    | SiteKind::Write
-                    | SiteKind::Rmw
-                    | SiteKind::Cmpxchg
-                    | SiteKind::Fence
-            )
-            && is_private_library_function(&func_name);
+        let private = decides_nothing(kind, atomic, user, &func_name, callee.as_deref());
         sites.push(Site {
             id,
             func: ctx.index,

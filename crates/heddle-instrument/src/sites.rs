@@ -157,12 +157,44 @@ pub struct Site {
     /// at the call's line.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inline_mutex: bool,
-    /// An atomic load, store, read-modify-write or fence of the C library
-    /// on its own bookkeeping, which the program cannot see: in a function
-    /// [`is_private_library_function`] names (its waits and notifies are
-    /// not: blocking and waking stay decisions).
+    /// A yield point before which no scheduling decision is made, because
+    /// where between its neighbours it runs is invisible to the program:
+    /// see [`decides_nothing`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private: bool,
+}
+
+/// Whether a yield point makes no scheduling decision ([`Site::private`]):
+/// it stays a yield point (recorded, checked, seen by the race detector and
+/// DPOR), but the thread goes on. Three kinds:
+/// - an atomic load, store, read-modify-write or fence, or a notify, of the
+///   C library on its own bookkeeping, in a function
+///   [`is_private_library_function`] names. Its notifies wake threads that
+///   wait in the same library code, on a word the library changed first
+///   (the thread-list lock, a joiner's wait for the detach state), so that
+///   a thread woken before or after reaches the same state; waits stay
+///   decisions, as blocking always is;
+/// - a call to `pthread_create` ([`SiteKind::ThreadCreate`]), and the
+///   `wasi.thread-spawn` import it calls: everything between the call and
+///   the new thread's existence is the library's bookkeeping, and the
+///   decision is made where the spawn returns to the parent, with the new
+///   thread among the candidates.
+pub fn decides_nothing(
+    kind: SiteKind,
+    atomic: bool,
+    user: bool,
+    func_name: &str,
+    callee: Option<&str>,
+) -> bool {
+    match kind {
+        SiteKind::ThreadCreate => true,
+        SiteKind::Call => callee == Some("wasi.thread-spawn"),
+        SiteKind::Read | SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Fence => {
+            !user && atomic && is_private_library_function(func_name)
+        }
+        SiteKind::Notify => !user && is_private_library_function(func_name),
+        _ => false,
+    }
 }
 
 /// The wasi-libc functions whose atomics only guard the C library's own
@@ -271,8 +303,7 @@ pub struct SiteInfo {
     /// A lock or unlock call the rewriter inlines ([`Site::inline_mutex`];
     /// the lock word's access is the next site).
     pub inline_mutex: bool,
-    /// An atomic of the C library on its own bookkeeping ([`Site::private`]):
-    /// no decision is made before it.
+    /// No decision is made before it ([`Site::private`], [`decides_nothing`]).
     pub private: bool,
 }
 
@@ -431,6 +462,47 @@ pub type Stack = Vec<Frame>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decisions_are_left_out_only_where_the_program_cannot_see_the_order() {
+        use SiteKind as K;
+        let lib = |kind, atomic, name| decides_nothing(kind, atomic, false, name, None);
+        // The C library's bookkeeping: its atomics and notifies, not its
+        // waits or plain accesses.
+        assert!(lib(K::Cmpxchg, true, "dlmalloc"));
+        assert!(lib(K::Rmw, true, "__tl_lock"));
+        assert!(lib(K::Notify, true, "__wasi_thread_start_C"));
+        assert!(lib(K::Notify, true, "wasi_thread_start"));
+        assert!(!lib(K::Wait, true, "__wasi_thread_start_C"));
+        assert!(!lib(K::Write, false, "__pthread_create"));
+        // Objects of the program keep every decision.
+        assert!(!lib(K::Cmpxchg, true, "__pthread_mutex_lock"));
+        assert!(!lib(K::Notify, true, "__pthread_mutex_unlock"));
+        assert!(!lib(K::Notify, true, "__private_cond_signal"));
+        // The same names in user code are the program's own.
+        assert!(!decides_nothing(K::Notify, true, true, "__lock", None));
+        assert!(!decides_nothing(K::Cmpxchg, true, true, "dlmalloc", None));
+        // Thread creation decides where the spawn returns, not before.
+        assert!(decides_nothing(
+            K::ThreadCreate,
+            false,
+            true,
+            "main",
+            Some("__pthread_create")
+        ));
+        let call =
+            |callee| decides_nothing(K::Call, false, false, "__pthread_create", Some(callee));
+        assert!(call("wasi.thread-spawn"));
+        assert!(!call("wasi_snapshot_preview1.fd_write"));
+        assert!(!call("wasi_snapshot_preview1.sched_yield"));
+        assert!(!decides_nothing(
+            K::ThreadJoin,
+            false,
+            true,
+            "main",
+            Some("__pthread_join")
+        ));
+    }
 
     #[test]
     fn only_mutex_lock_and_unlock_calls_are_inlined() {

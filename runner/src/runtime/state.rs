@@ -81,16 +81,18 @@ pub enum Outcome {
     Diverged(Divergence),
 }
 
-/// Per-thread bookkeeping.
+/// Per-thread bookkeeping. The fields every decision reads for each ready
+/// thread come first, in one cache line (`repr(C)` keeps the order).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct ThreadRec {
+    pub pending: Pending,
+    pub spinning: bool,
     /// The thread that created it (0 for main itself).
     pub parent: Tid,
     pub status: Status,
-    pub pending: Pending,
     pub start_arg: u32,
     pub name: Option<String>,
-    pub spinning: bool,
     last_read: (u32, u64),
     /// Its last few reads (address, step), most recent first, and how many
     /// reads in a row re-read one of them that nobody wrote since: a loop
@@ -133,6 +135,16 @@ pub struct ThreadRec {
 }
 
 impl ThreadRec {
+    /// This ready thread as a candidate; its spinning hint is reported now.
+    #[inline]
+    fn candidate(&mut self, tid: Tid) -> Candidate {
+        Candidate {
+            tid,
+            pending: self.pending,
+            spinning: std::mem::take(&mut self.spinning),
+        }
+    }
+
     /// Ran alone up to `step`: nothing seen so far tells of a spin.
     fn forget_spin(&mut self, step: u64) {
         self.spinning = false;
@@ -225,6 +237,30 @@ fn guest(memory: &SharedMemory) -> GuestMemory<'_> {
     // thread, and none is running while the host runs (the scheduler's
     // invariant), so the host's accesses never overlap a guest's.
     unsafe { GuestMemory::serialized(memory.data()) }
+}
+
+/// The lock word `p` is about to take, if another thread holds it: a
+/// `pthread_mutex_lock` call on a default (normal, non-robust) mutex,
+/// or a library compare-exchange that takes a lock word and, when it
+/// fails, only waits for the word to be released (`SiteInfo::takes_lock`:
+/// the mutex fast path and wasi-libc's thread-list lock). wasi-libc's
+/// mutex: the type in its first word, the lock word (0 when free) in its
+/// second.
+#[inline]
+fn waits_for_lock(info: &[SiteInfo], mem: GuestMemory<'_>, p: &Pending) -> Option<u32> {
+    if !matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
+        || !info.get(p.site as usize).is_some_and(|s| s.takes_lock)
+    {
+        return None;
+    }
+    let word = match p.kind {
+        EventKind::Lock => {
+            let normal = mem.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
+            normal.then(|| p.addr.wrapping_add(4))?
+        }
+        _ => p.addr,
+    };
+    mem.read_le(word, 4).is_some_and(|w| w != 0).then_some(word)
 }
 
 /// What a decision chose from.
@@ -1092,69 +1128,33 @@ impl RunState {
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
-        for i in 0..self.ready.len() {
-            let tid = self.ready[i];
-            if let Some(word) = self.waits_for_lock(&self.threads[tid as usize].pending) {
+        let mem = guest(&self.memory);
+        for &tid in &self.ready {
+            let th = &mut self.threads[tid as usize];
+            if let Some(word) = waits_for_lock(&self.info, mem, &th.pending) {
                 if record {
                     self.sched.waiting.push((tid, word));
                 }
                 continue;
             }
-            c.push(self.candidate(tid));
+            c.push(th.candidate(tid));
         }
         if c.is_empty() {
             // Every ready thread waits: all of them run, as without the rule.
             self.sched.waiting.clear();
-            for i in 0..self.ready.len() {
-                let tid = self.ready[i];
-                c.push(self.candidate(tid));
+            for &tid in &self.ready {
+                c.push(self.threads[tid as usize].candidate(tid));
             }
         }
         c
     }
 
-    /// Ready thread `tid` as a candidate; its spinning hint is reported now.
-    fn candidate(&mut self, tid: Tid) -> Candidate {
-        let th = &mut self.threads[tid as usize];
-        let spinning = std::mem::take(&mut th.spinning);
-        Candidate {
-            tid,
-            pending: th.pending,
-            spinning,
-        }
-    }
-
-    /// Whether `p` is an atomic of the C library on its own bookkeeping
-    /// ([`SiteInfo::private`]), before which no decision is made.
+    /// Whether `p` is a yield point before which no decision is made
+    /// ([`SiteInfo::private`]: the C library's bookkeeping, and creating a
+    /// thread up to the spawn's return).
     #[inline]
     fn private(&self, p: &Pending) -> bool {
         self.info.get(p.site as usize).is_some_and(|s| s.private)
-    }
-
-    /// The lock word `p` is about to take, if another thread holds it: a
-    /// `pthread_mutex_lock` call on a default (normal, non-robust) mutex,
-    /// or a library compare-exchange that takes a lock word and, when it
-    /// fails, only waits for the word to be released (`SiteInfo::takes_lock`:
-    /// the mutex fast path and wasi-libc's thread-list lock). wasi-libc's
-    /// mutex: the type in its first word, the lock word (0 when free) in its
-    /// second.
-    #[inline]
-    fn waits_for_lock(&self, p: &Pending) -> Option<u32> {
-        if !matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
-            || !self.info.get(p.site as usize).is_some_and(|s| s.takes_lock)
-        {
-            return None;
-        }
-        let word = match p.kind {
-            EventKind::Lock => {
-                let normal = self.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
-                normal.then(|| p.addr.wrapping_add(4))?
-            }
-            _ => p.addr,
-        };
-        self.read_le(word, 4)
-            .is_some_and(|w| w != 0)
-            .then_some(word)
     }
 
     /// Thread `tid` reached a yield point and will perform `p` next.
@@ -1168,14 +1168,14 @@ impl RunState {
         self.note_pending(tid, p);
         // Right after an announcement the decision was already made: with
         // nothing another thread can see in between, switching here or
-        // before the announcement reaches the same states. An atomic of
-        // the C library on its own bookkeeping (`SiteInfo::private`) makes
-        // no decision either. Unless the thread is about to wait for a held
+        // before the announcement reaches the same states. The C library's
+        // bookkeeping and the steps of creating a thread before the spawn
+        // returns (`SiteInfo::private`) make no decision either. Unless the thread is about to wait for a held
         // lock (`pthread_create`'s thread-list lock, held by an exiting
         // thread): it must not go on.
         if self.ready.len() == 1
             || ((self.threads[tid as usize].announced || self.private(&p))
-                && self.waits_for_lock(&p).is_none())
+                && waits_for_lock(&self.info, self.guest(), &p).is_none())
         {
             self.executed(tid, false)?;
             return Ok(false);
