@@ -167,13 +167,17 @@ pub struct Site {
 /// Whether a yield point makes no scheduling decision ([`Site::private`]):
 /// it stays a yield point (recorded, checked, seen by the race detector and
 /// DPOR), but the thread goes on. Three kinds:
-/// - an atomic load, store, read-modify-write or fence, or a notify, of the
-///   C library on its own bookkeeping, in a function
-///   [`is_private_library_function`] names. Its notifies wake threads that
-///   wait in the same library code, on a word the library changed first
-///   (the thread-list lock, a joiner's wait for the detach state), so that
-///   a thread woken before or after reaches the same state; waits stay
-///   decisions, as blocking always is;
+/// - an atomic load, store, read-modify-write or fence of the C library on
+///   its own bookkeeping, in a function [`is_private_library_function`]
+///   names;
+/// - a notify of the C library's synchronisation code
+///   ([`is_c_library_sync_function`]): it wakes threads that wait in the
+///   same library code, on a word the library changed first (a mutex's lock
+///   word, a semaphore's value, the thread-list lock, a joiner's wait for
+///   the detach state). Whether a waiter is woken before or after what
+///   other threads do next, it can still be held back after (woken threads
+///   are only candidates), and it re-checks the word when it runs. Waits
+///   stay decisions, as blocking always is; so does a program's own notify;
 /// - a call to `pthread_create` ([`SiteKind::ThreadCreate`]), and the
 ///   `wasi.thread-spawn` import it calls: everything between the call and
 ///   the new thread's existence is the library's bookkeeping, and the
@@ -192,20 +196,30 @@ pub fn decides_nothing(
         SiteKind::Read | SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Fence => {
             !user && atomic && is_private_library_function(func_name)
         }
-        SiteKind::Notify => !user && is_private_library_function(func_name),
+        SiteKind::Notify => !user && is_c_library_sync_function(func_name),
         _ => false,
     }
 }
 
 /// The wasi-libc functions whose atomics only guard the C library's own
-/// state, never an object of the program's: the allocator (dlmalloc's lock),
-/// thread creation, start and exit (the thread-list lock, the thread's
-/// detach state and its kill lock), and musl's internal `__lock`. The order
-/// in which two threads pass through them is invisible to the program
-/// except through what they return, which the program's own next access
-/// orders; a scheduling decision in them only spends the strategy's
-/// switches where no bug can be. Their atomics stay yield points: they
-/// are recorded, checked and seen by the race detector.
+/// state, which the program cannot see except through what the call
+/// returns:
+/// - the allocator (dlmalloc's lock);
+/// - thread creation, start and exit (the thread-list lock, the thread's
+///   detach state and its kill lock) and musl's internal `__lock`;
+/// - a condition variable's own bookkeeping: its waiter list and lock,
+///   each waiter's state and barrier (the chain a broadcast wakes its
+///   waiters through, one after another), and the waiter bit and count
+///   it sets on the mutex a woken waiter re-takes. A program sees a
+///   condition variable only through its waits returning; the waits, the
+///   release and the re-taking of the mutex keep their decisions (they
+///   are in the mutex's functions and in `__wait`).
+///
+/// The order in which two threads pass through them is invisible to the
+/// program except through what they return, which the program's own next
+/// access orders; a scheduling decision in them only spends the strategy's
+/// switches where no bug can be. Their atomics stay yield points: they are
+/// recorded, checked and seen by the race detector.
 pub fn is_private_library_function(name: &str) -> bool {
     matches!(
         name,
@@ -222,7 +236,25 @@ pub fn is_private_library_function(name: &str) -> bool {
             | "__tl_lock"
             | "__tl_unlock"
             | "__tl_sync"
+            | "__pthread_cond_timedwait"
+            | "__private_cond_signal"
+            | "pthread_cond_signal"
+            | "pthread_cond_broadcast"
     )
+}
+
+/// The wasi-libc functions that implement synchronisation (pthread's
+/// objects, semaphores, stdio's file locks) or its own bookkeeping
+/// ([`is_private_library_function`]): library code whose notifies follow
+/// its own change of the word they wake on. Not Rust's standard library,
+/// nor a program's own futex code.
+pub fn is_c_library_sync_function(name: &str) -> bool {
+    let bare = name.trim_start_matches('_');
+    bare.starts_with("pthread_")
+        || bare.starts_with("private_cond")
+        || bare.starts_with("sem_")
+        || matches!(bare, "lockfile" | "unlockfile")
+        || is_private_library_function(name)
 }
 
 /// Which call sites the rewriter inlines a mutex operation at: a call to
@@ -475,10 +507,26 @@ mod tests {
         assert!(lib(K::Notify, true, "wasi_thread_start"));
         assert!(!lib(K::Wait, true, "__wasi_thread_start_C"));
         assert!(!lib(K::Write, false, "__pthread_create"));
-        // Objects of the program keep every decision.
+        // A condition variable's own bookkeeping decides nothing; the
+        // mutex, semaphore and barrier atomics keep their decisions, their
+        // notifies (after the library's own change of the word) do not.
+        assert!(lib(K::Cmpxchg, true, "__pthread_cond_timedwait"));
+        assert!(lib(K::Cmpxchg, true, "__private_cond_signal"));
         assert!(!lib(K::Cmpxchg, true, "__pthread_mutex_lock"));
-        assert!(!lib(K::Notify, true, "__pthread_mutex_unlock"));
-        assert!(!lib(K::Notify, true, "__private_cond_signal"));
+        assert!(!lib(K::Cmpxchg, true, "sem_post"));
+        assert!(!lib(K::Cmpxchg, true, "pthread_barrier_wait"));
+        assert!(lib(K::Notify, true, "__pthread_mutex_unlock"));
+        assert!(lib(K::Notify, true, "sem_post"));
+        assert!(lib(K::Notify, true, "__unlockfile"));
+        assert!(!lib(K::Wait, true, "__pthread_cond_timedwait"));
+        // Rust's standard library and a program's own futex code keep
+        // their notifies' decisions.
+        assert!(!lib(
+            K::Notify,
+            true,
+            "std::sys::pal::wasi::futex::futex_wake"
+        ));
+        assert!(!lib(K::Notify, true, "my_futex_wake"));
         // The same names in user code are the program's own.
         assert!(!decides_nothing(K::Notify, true, true, "__lock", None));
         assert!(!decides_nothing(K::Cmpxchg, true, true, "dlmalloc", None));
