@@ -1260,9 +1260,9 @@ fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
 
 /// The C library's atomics on its own bookkeeping (the allocator, thread
 /// creation, start and exit, musl's `__lock`, a condition variable's waiter
-/// list), its synchronisation code's notifies, and the calls that create a
-/// thread up to the spawn's return, are yield points without a decision: no
-/// thread is ever switched to or from there. The atomics of the other
+/// list), its synchronisation code's notifies and futex waits, and the
+/// calls that create a thread up to the spawn's return, are yield points
+/// without a decision: no thread is ever switched to or from there. The atomics of the other
 /// synchronisation objects a program passes in (mutexes, spin locks,
 /// semaphores, barriers, rwlocks, once controls) keep theirs.
 #[test]
@@ -1277,7 +1277,7 @@ fn the_c_librarys_bookkeeping_makes_no_decision() {
             match s.kind {
                 K::ThreadCreate => {}
                 K::Call => assert_eq!(s.callee.as_deref(), Some("wasi.thread-spawn")),
-                K::Notify => {
+                K::Notify | K::Wait => {
                     assert!(!s.user, "{s:?}");
                     assert!(heddle::instrument::sites::is_c_library_sync_function(
                         &s.func_name
@@ -1293,8 +1293,10 @@ fn the_c_librarys_bookkeeping_makes_no_decision() {
             funcs.insert(s.func_name.as_str());
         }
         let program_object = ["mutex", "spin", "sem_", "barrier", "rwlock", "once"];
-        if s.kind != heddle::instrument::SiteKind::Notify
-            && program_object.iter().any(|o| s.func_name.contains(o))
+        if !matches!(
+            s.kind,
+            heddle::instrument::SiteKind::Notify | heddle::instrument::SiteKind::Wait
+        ) && program_object.iter().any(|o| s.func_name.contains(o))
         {
             assert!(!s.private, "{s:?}");
         }

@@ -170,14 +170,18 @@ pub struct Site {
 /// - an atomic load, store, read-modify-write or fence of the C library on
 ///   its own bookkeeping, in a function [`is_private_library_function`]
 ///   names;
-/// - a notify of the C library's synchronisation code
-///   ([`is_c_library_sync_function`]): it wakes threads that wait in the
-///   same library code, on a word the library changed first (a mutex's lock
-///   word, a semaphore's value, the thread-list lock, a joiner's wait for
-///   the detach state). Whether a waiter is woken before or after what
+/// - a notify or a futex wait of the C library's synchronisation code
+///   ([`is_c_library_sync_function`]). A notify wakes threads that wait in
+///   the same library code, on a word the library changed first (a mutex's
+///   lock word, a semaphore's value, the thread-list lock, a joiner's wait
+///   for the detach state); whether a waiter is woken before or after what
 ///   other threads do next, it can still be held back after (woken threads
-///   are only candidates), and it re-checks the word when it runs. Waits
-///   stay decisions, as blocking always is; so does a program's own notify;
+///   are only candidates), and it re-checks the word when it runs. A wait
+///   follows the library's own check of the word: if another thread
+///   changed it first, the wait returns at once, and if the thread blocks,
+///   the change wakes it, and it re-checks the word either way; blocking
+///   itself is a decision among the other threads. A program's own waits
+///   and notifies (and Rust's standard library's) keep their decisions;
 /// - a call to `pthread_create` ([`SiteKind::ThreadCreate`]), and the
 ///   `wasi.thread-spawn` import it calls: everything between the call and
 ///   the new thread's existence is the library's bookkeeping, and the
@@ -196,7 +200,7 @@ pub fn decides_nothing(
         SiteKind::Read | SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Fence => {
             !user && atomic && is_private_library_function(func_name)
         }
-        SiteKind::Notify => !user && is_c_library_sync_function(func_name),
+        SiteKind::Notify | SiteKind::Wait => !user && is_c_library_sync_function(func_name),
         _ => false,
     }
 }
@@ -244,16 +248,25 @@ pub fn is_private_library_function(name: &str) -> bool {
 }
 
 /// The wasi-libc functions that implement synchronisation (pthread's
-/// objects, semaphores, stdio's file locks) or its own bookkeeping
-/// ([`is_private_library_function`]): library code whose notifies follow
-/// its own change of the word they wake on. Not Rust's standard library,
-/// nor a program's own futex code.
+/// objects, semaphores, stdio's file locks, the futex waits they share) or
+/// its own bookkeeping ([`is_private_library_function`]): library code
+/// whose notifies follow its own change of the word they wake on, and
+/// whose waits re-check the word they wait on. Not Rust's standard
+/// library, nor a program's own futex code.
 pub fn is_c_library_sync_function(name: &str) -> bool {
     let bare = name.trim_start_matches('_');
     bare.starts_with("pthread_")
         || bare.starts_with("private_cond")
         || bare.starts_with("sem_")
-        || matches!(bare, "lockfile" | "unlockfile")
+        || matches!(
+            bare,
+            "lockfile"
+                | "unlockfile"
+                | "wait"
+                | "timedwait"
+                | "timedwait_cp"
+                | "wasilibc_futex_wait"
+        )
         || is_private_library_function(name)
 }
 
@@ -505,7 +518,6 @@ mod tests {
         assert!(lib(K::Rmw, true, "__tl_lock"));
         assert!(lib(K::Notify, true, "__wasi_thread_start_C"));
         assert!(lib(K::Notify, true, "wasi_thread_start"));
-        assert!(!lib(K::Wait, true, "__wasi_thread_start_C"));
         assert!(!lib(K::Write, false, "__pthread_create"));
         // A condition variable's own bookkeeping decides nothing; the
         // mutex, semaphore and barrier atomics keep their decisions, their
@@ -518,15 +530,15 @@ mod tests {
         assert!(lib(K::Notify, true, "__pthread_mutex_unlock"));
         assert!(lib(K::Notify, true, "sem_post"));
         assert!(lib(K::Notify, true, "__unlockfile"));
-        assert!(!lib(K::Wait, true, "__pthread_cond_timedwait"));
+        assert!(lib(K::Wait, true, "__wasilibc_futex_wait"));
+        assert!(lib(K::Wait, true, "__wait"));
         // Rust's standard library and a program's own futex code keep
-        // their notifies' decisions.
-        assert!(!lib(
-            K::Notify,
-            true,
-            "std::sys::pal::wasi::futex::futex_wake"
-        ));
+        // their decisions.
+        let rust = "std::sys::pal::wasi::futex::futex_wake";
+        assert!(!lib(K::Notify, true, rust));
+        assert!(!lib(K::Wait, true, rust));
         assert!(!lib(K::Notify, true, "my_futex_wake"));
+        assert!(!decides_nothing(K::Wait, true, true, "__wait", None));
         // The same names in user code are the program's own.
         assert!(!decides_nothing(K::Notify, true, true, "__lock", None));
         assert!(!decides_nothing(K::Cmpxchg, true, true, "dlmalloc", None));
