@@ -215,9 +215,10 @@ pub fn decides_nothing(
 ///   each waiter's state and barrier (the chain a broadcast wakes its
 ///   waiters through, one after another), and the waiter bit and count
 ///   it sets on the mutex a woken waiter re-takes. A program sees a
-///   condition variable only through its waits returning; the waits, the
-///   release and the re-taking of the mutex keep their decisions (they
-///   are in the mutex's functions and in `__wait`).
+///   condition variable only through its waits returning; the release and
+///   the re-taking of the mutex keep their decisions (they are in the
+///   mutex's functions), and a waiter that blocks leaves the choice of who
+///   runs next to the scheduler.
 ///
 /// The order in which two threads pass through them is invisible to the
 /// program except through what they return, which the program's own next
@@ -512,8 +513,8 @@ mod tests {
     fn decisions_are_left_out_only_where_the_program_cannot_see_the_order() {
         use SiteKind as K;
         let lib = |kind, atomic, name| decides_nothing(kind, atomic, false, name, None);
-        // The C library's bookkeeping: its atomics and notifies, not its
-        // waits or plain accesses.
+        // The C library's bookkeeping: its atomics, notifies and waits, not
+        // its plain accesses.
         assert!(lib(K::Cmpxchg, true, "dlmalloc"));
         assert!(lib(K::Rmw, true, "__tl_lock"));
         assert!(lib(K::Notify, true, "__wasi_thread_start_C"));

@@ -1150,7 +1150,8 @@ impl RunState {
     }
 
     /// Whether `p` is a yield point before which no decision is made
-    /// ([`SiteInfo::private`]: the C library's bookkeeping, and creating a
+    /// ([`SiteInfo::private`]: the C library's bookkeeping, its
+    /// synchronisation code's futex waits and notifies, and creating a
     /// thread up to the spawn's return).
     #[inline]
     fn private(&self, p: &Pending) -> bool {
@@ -1169,8 +1170,9 @@ impl RunState {
         // Right after an announcement the decision was already made: with
         // nothing another thread can see in between, switching here or
         // before the announcement reaches the same states. The C library's
-        // bookkeeping and the steps of creating a thread before the spawn
-        // returns (`SiteInfo::private`) make no decision either. Unless the thread is about to wait for a held
+        // bookkeeping, its synchronisation code's futex waits and notifies,
+        // and the steps of creating a thread before the spawn returns
+        // (`SiteInfo::private`) make no decision either. Unless the thread is about to wait for a held
         // lock (`pthread_create`'s thread-list lock, held by an exiting
         // thread): it must not go on.
         if self.ready.len() == 1
