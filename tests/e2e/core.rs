@@ -1074,8 +1074,8 @@ fn reused_instances_change_nothing() {
 }
 
 /// What one run leaves to the next on the same memory (the spin detector's
-/// write stamps, the race detector's maps, the candidate list: capacity,
-/// never contents) changes nothing: each run of a program that has run
+/// write stamps, the race detector's maps and clock buffers, the candidate
+/// list: capacity, never contents) changes nothing: each run of a program that has run
 /// many others is, byte for byte, the first run of a program made anew,
 /// under strategies that look at spinning hints (`pos`, `surw`) and one
 /// that does not.

@@ -129,7 +129,9 @@ struct VarState {
 }
 
 /// Fx hash (rustc's): fast for integer keys, and deterministic. The maps
-/// are never iterated, so their order cannot leak into a run.
+/// are iterated only to hand their clocks' buffers to [`Detector::spare`]
+/// (emptied, so only capacity moves), so their order cannot leak into a
+/// run.
 #[derive(Default)]
 struct FxHasher(u64);
 
@@ -161,6 +163,19 @@ pub struct Detector {
     vars: HashMap<u32, VarState, Fx>,
     /// Final clocks of finished threads (for join edges).
     finished: Vec<Option<VectorClock>>,
+    /// Buffers of clocks an earlier run dropped, reused for new clocks (a
+    /// run of a hundred threads would otherwise allocate and grow a
+    /// hundred-entry clock per thread and per synchronising word). Only
+    /// their capacity carries over: a reused buffer starts empty.
+    spare: Vec<Vec<u32>>,
+}
+
+/// Most buffers [`Detector::spare`] keeps.
+const MAX_SPARE_CLOCKS: usize = 1 << 16;
+
+/// A new, empty clock, in a spare buffer when there is one.
+fn fresh(spare: &mut Vec<Vec<u32>>) -> VectorClock {
+    VectorClock(spare.pop().unwrap_or_default())
 }
 
 /// Most words of one access checked (long copies are sampled at their ends).
@@ -175,24 +190,47 @@ impl Detector {
     }
 
     /// Forgets all history, as [`Detector::new`] starts, keeping the
-    /// maps' capacity (they are never iterated, so what they held before
-    /// cannot show).
+    /// maps' capacity and the clocks' buffers, emptied (what they held
+    /// before cannot show).
     pub fn clear(&mut self) {
-        self.threads.clear();
-        self.sync.clear();
+        let old = self
+            .threads
+            .drain(..)
+            .chain(self.sync.drain().map(|(_, c)| c))
+            .chain(self.finished.drain(..).flatten());
+        for VectorClock(mut v) in old {
+            if self.spare.len() < MAX_SPARE_CLOCKS {
+                v.clear();
+                self.spare.push(v);
+            }
+        }
         self.vars.clear();
-        self.finished.clear();
         self.thread(0);
     }
 
     fn thread(&mut self, t: Tid) -> &mut VectorClock {
         while self.threads.len() <= t as usize {
             let n = self.threads.len() as Tid;
-            let mut c = VectorClock::default();
+            let mut c = fresh(&mut self.spare);
             c.set(n, 1);
             self.threads.push(c);
         }
         &mut self.threads[t as usize]
+    }
+
+    /// Joins thread `from`'s clock into thread `into`'s (both exist).
+    fn join_threads(&mut self, into: Tid, from: Tid) {
+        let (i, f) = (into as usize, from as usize);
+        if i == f {
+            return;
+        }
+        let (lo, hi) = self.threads.split_at_mut(i.max(f));
+        let (c, target) = if f < i {
+            (&lo[f], &mut hi[0])
+        } else {
+            (&hi[0], &mut lo[i])
+        };
+        target.join(c);
     }
 
     fn tick(&mut self, t: Tid) {
@@ -203,9 +241,8 @@ impl Detector {
 
     /// `parent` created `child`.
     pub fn spawn(&mut self, parent: Tid, child: Tid) {
-        let pc = self.thread(parent).clone();
-        let cc = self.thread(child);
-        cc.join(&pc);
+        self.thread(parent.max(child));
+        self.join_threads(child, parent);
         self.tick(parent);
     }
 
@@ -221,7 +258,11 @@ impl Detector {
     pub fn release(&mut self, t: Tid, addr: u32) {
         self.thread(t);
         let c = &self.threads[t as usize];
-        self.sync.entry(addr >> 2).or_default().join(c);
+        let spare = &mut self.spare;
+        self.sync
+            .entry(addr >> 2)
+            .or_insert_with(|| fresh(spare))
+            .join(c);
         self.tick(t);
     }
 
@@ -232,7 +273,8 @@ impl Detector {
     pub fn rmw(&mut self, t: Tid, addr: u32) {
         self.thread(t);
         let c = &mut self.threads[t as usize];
-        let l = self.sync.entry(addr >> 2).or_default();
+        let spare = &mut self.spare;
+        let l = self.sync.entry(addr >> 2).or_insert_with(|| fresh(spare));
         c.join(l);
         l.0.clone_from(&c.0);
         self.tick(t);
@@ -240,7 +282,9 @@ impl Detector {
 
     /// `t` ended: its clock is what joining it orders after.
     pub fn finish(&mut self, t: Tid) {
-        let c = self.thread(t).clone();
+        self.thread(t);
+        let mut c = fresh(&mut self.spare);
+        c.0.extend_from_slice(&self.threads[t as usize].0);
         if self.finished.len() <= t as usize {
             self.finished.resize(t as usize + 1, None);
         }
@@ -251,11 +295,11 @@ impl Detector {
     /// signalled its exit (it may still be running wasi-libc's epilogue,
     /// which is why its current clock is used when it has not finished).
     pub fn join_thread(&mut self, joiner: Tid, joined: Tid) {
-        let c = match self.finished.get(joined as usize) {
-            Some(Some(c)) => c.clone(),
-            _ => self.thread(joined).clone(),
-        };
-        self.thread(joiner).join(&c);
+        self.thread(joiner.max(joined));
+        match self.finished.get(joined as usize) {
+            Some(Some(c)) => self.threads[joiner as usize].join(c),
+            _ => self.join_threads(joiner, joined),
+        }
     }
 
     /// `notifier` woke `woken`.
@@ -387,6 +431,42 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A detector cleared after a run, whose new clocks reuse the old
+    /// buffers, sees the next run exactly as a new detector does.
+    #[test]
+    fn a_cleared_detector_is_a_new_one() {
+        let ops = |d: &mut Detector| {
+            let mut races = Vec::new();
+            for t in 1..9 {
+                d.spawn(0, t);
+            }
+            for i in 0..300u32 {
+                let (t, w) = ((i * 5 % 9) as Tid, 4 * (i % 7));
+                match i % 4 {
+                    0 => d.rmw(t, w),
+                    1 => d.release(t, w + 64),
+                    2 => d.acquire(t, w + 64),
+                    _ => races.extend(d.access(t, w + 128, 4, i % 8 == 3, 0, i as u64)),
+                }
+            }
+            for t in 1..9 {
+                d.finish(t);
+                d.join_thread(0, t);
+            }
+            races.extend(d.access(0, 128, 4, true, 0, 1_000));
+            (races, d.threads.clone())
+        };
+        let mut reused = Detector::new();
+        let first = ops(&mut reused);
+        assert!(!first.0.is_empty(), "the sequence has races");
+        for _ in 0..3 {
+            reused.clear();
+            assert!(!reused.spare.is_empty());
+            assert_eq!(ops(&mut reused), ops(&mut Detector::new()));
+        }
+        assert_eq!(ops(&mut Detector::new()), first);
+    }
 
     #[test]
     fn a_read_modify_write_is_an_acquire_then_a_release() {
