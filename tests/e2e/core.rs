@@ -1075,10 +1075,10 @@ fn reused_instances_change_nothing() {
 
 /// What one run leaves to the next on the same memory (the spin detector's
 /// write stamps, the race detector's maps and clock buffers, the candidate
-/// list: capacity, never contents) changes nothing: each run of a program that has run
-/// many others is, byte for byte, the first run of a program made anew,
-/// under strategies that look at spinning hints (`pos`, `surw`) and one
-/// that does not.
+/// list: capacity, never contents) changes nothing: each run of a program
+/// that has run many others is, byte for byte, the first run of a program
+/// made anew, under strategies that look at spinning hints (`pos`, `surw`)
+/// and one that does not.
 #[test]
 fn a_run_after_others_is_a_first_run() {
     let jobs: [(&str, &[&str], &str); 3] = [
@@ -1262,9 +1262,10 @@ fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
 /// creation, start and exit, musl's `__lock`, a condition variable's waiter
 /// list), its synchronisation code's notifies and futex waits, and the
 /// calls that create a thread up to the spawn's return, are yield points
-/// without a decision: no thread is ever switched to or from there. The atomics of the other
-/// synchronisation objects a program passes in (mutexes, spin locks,
-/// semaphores, barriers, rwlocks, once controls) keep theirs.
+/// without a decision: no thread is ever switched to or from there. The
+/// atomics of the other synchronisation objects a program passes in
+/// (mutexes, spin locks, semaphores, barriers, rwlocks, once controls) keep
+/// theirs.
 #[test]
 fn the_c_librarys_bookkeeping_makes_no_decision() {
     let bytes = std::fs::read(build("tests/programs/sync_zoo.c", &[])).unwrap();

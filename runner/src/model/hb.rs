@@ -305,16 +305,7 @@ impl Detector {
     /// `notifier` woke `woken`.
     pub fn wake(&mut self, notifier: Tid, woken: Tid) {
         self.thread(notifier.max(woken));
-        if notifier != woken {
-            let (n, w) = (notifier as usize, woken as usize);
-            let (lo, hi) = self.threads.split_at_mut(n.max(w));
-            let (c, into) = if n < w {
-                (&lo[n], &mut hi[0])
-            } else {
-                (&hi[0], &mut lo[w])
-            };
-            into.join(c);
-        }
+        self.join_threads(woken, notifier);
         self.tick(notifier);
     }
 

@@ -1172,9 +1172,9 @@ impl RunState {
         // before the announcement reaches the same states. The C library's
         // bookkeeping, its synchronisation code's futex waits and notifies,
         // and the steps of creating a thread before the spawn returns
-        // (`SiteInfo::private`) make no decision either. Unless the thread is about to wait for a held
-        // lock (`pthread_create`'s thread-list lock, held by an exiting
-        // thread): it must not go on.
+        // (`SiteInfo::private`) make no decision either. Unless the thread
+        // is about to wait for a held lock (`pthread_create`'s thread-list
+        // lock, held by an exiting thread): it must not go on.
         if self.ready.len() == 1
             || ((self.threads[tid as usize].announced || self.private(&p))
                 && waits_for_lock(&self.info, self.guest(), &p).is_none())
