@@ -278,7 +278,7 @@ fn assertion(caller: &Caller<'_, ThreadCtx>, message: String) -> wasmtime::Error
 fn check_pending(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
     let ctx = caller.data();
     let st = ctx.run.get();
-    let p = st.threads[ctx.tid as usize].pending;
+    let p = st.pending(ctx.tid);
     if !p.kind.is_access() && !matches!(p.kind, EventKind::Lock | EventKind::Unlock) {
         return Ok(());
     }
@@ -705,7 +705,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
 
 /// The site of the call the thread is making (its last yield point).
 pub(crate) fn current_site(st: &RunState, tid: Tid) -> SiteId {
-    st.threads[tid as usize].pending.site
+    st.pending(tid).site
 }
 
 fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {

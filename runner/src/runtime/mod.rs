@@ -827,13 +827,16 @@ impl Program {
             .iter()
             .enumerate()
             .filter(|(_, t)| t.status != Status::Done)
-            .map(|(i, t)| ThreadAt {
-                tid: i as Tid,
-                site: if t.pending.site == NO_SITE {
-                    t.pending.kind.label().to_string()
-                } else {
-                    self.site_text(t.pending.site)
-                },
+            .map(|(i, _)| {
+                let p = st.pending(i as Tid);
+                ThreadAt {
+                    tid: i as Tid,
+                    site: if p.site == NO_SITE {
+                        p.kind.label().to_string()
+                    } else {
+                        self.site_text(p.site)
+                    },
+                }
             })
             .collect()
     }

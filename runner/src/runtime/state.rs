@@ -81,13 +81,11 @@ pub enum Outcome {
     Diverged(Divergence),
 }
 
-/// Per-thread bookkeeping. The fields every decision reads for each ready
-/// thread come first, in one cache line (`repr(C)` keeps the order).
+/// Per-thread bookkeeping. What every decision reads of each ready thread
+/// (its pending event and spinning hint) is kept apart, dense by tid, in
+/// [`RunState::slots`].
 #[derive(Debug, Clone)]
-#[repr(C)]
 pub struct ThreadRec {
-    pub pending: Pending,
-    pub spinning: bool,
     /// The thread that created it (0 for main itself).
     pub parent: Tid,
     pub status: Status,
@@ -134,20 +132,41 @@ pub struct ThreadRec {
     announced: bool,
 }
 
-impl ThreadRec {
-    /// This ready thread as a candidate; its spinning hint is reported now.
-    #[inline]
-    fn candidate(&mut self, tid: Tid) -> Candidate {
-        Candidate {
-            tid,
-            pending: self.pending,
-            spinning: std::mem::take(&mut self.spinning),
+/// What a decision reads of one thread, in [`RunState::slots`]: the
+/// thread as a candidate (its pending event and its spinning hint) and
+/// whether that event may wait for a held lock ([`may_take_lock`], worked
+/// out when the event is noted rather than at every decision).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    cand: Candidate,
+    takes_lock: bool,
+}
+
+impl Slot {
+    fn new(tid: Tid) -> Slot {
+        Slot {
+            cand: Candidate {
+                tid,
+                pending: Pending::START,
+                spinning: false,
+            },
+            takes_lock: false,
         }
     }
 
-    /// Ran alone up to `step`: nothing seen so far tells of a spin.
+    /// This ready thread as a candidate; its spinning hint is reported now.
+    #[inline]
+    fn candidate(&mut self) -> Candidate {
+        let c = self.cand;
+        self.cand.spinning = false;
+        c
+    }
+}
+
+impl ThreadRec {
+    /// Ran alone up to `step`: nothing seen so far tells of a spin (its
+    /// slot's spinning hint is cleared by the caller).
     fn forget_spin(&mut self, step: u64) {
-        self.spinning = false;
         self.spins = false;
         self.last_read = (u32::MAX, step);
         self.last_rmw = None;
@@ -158,10 +177,8 @@ impl ThreadRec {
     fn new(start_arg: u32) -> ThreadRec {
         ThreadRec {
             status: Status::Ready,
-            pending: Pending::START,
             start_arg,
             name: None,
-            spinning: false,
             last_read: (u32::MAX, 0),
             recent_reads: [(u32::MAX, 0); RECENT_READS],
             reread_streak: 0,
@@ -248,11 +265,23 @@ fn guest(memory: &SharedMemory) -> GuestMemory<'_> {
 /// second.
 #[inline]
 fn waits_for_lock(info: &[SiteInfo], mem: GuestMemory<'_>, p: &Pending) -> Option<u32> {
-    if !matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
-        || !info.get(p.site as usize).is_some_and(|s| s.takes_lock)
-    {
+    if !may_take_lock(info, p) {
         return None;
     }
+    held_lock_word(mem, p)
+}
+
+/// Whether `p` is a lock's fast path or the thread-list lock's
+/// compare-exchange, which [`waits_for_lock`] looks into.
+#[inline]
+fn may_take_lock(info: &[SiteInfo], p: &Pending) -> bool {
+    matches!(p.kind, EventKind::Lock | EventKind::Cmpxchg)
+        && info.get(p.site as usize).is_some_and(|s| s.takes_lock)
+}
+
+/// [`waits_for_lock`] for an event that [`may_take_lock`].
+#[inline]
+fn held_lock_word(mem: GuestMemory<'_>, p: &Pending) -> Option<u32> {
     let word = match p.kind {
         EventKind::Lock => {
             let normal = mem.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
@@ -504,6 +533,9 @@ const RECENT_READS: usize = 8;
 /// The state of one run.
 pub struct RunState {
     pub threads: Vec<ThreadRec>,
+    /// Per tid, what a decision reads of the thread: a walk over the ready
+    /// threads touches these few bytes each, not whole records.
+    slots: Vec<Slot>,
     /// Sorted ids of `Ready` threads.
     ready: Vec<Tid>,
     pub current: Tid,
@@ -619,6 +651,7 @@ impl RunState {
         cands.clear();
         RunState {
             threads: vec![ThreadRec::new(0)],
+            slots: vec![Slot::new(0)],
             ready: vec![0],
             current: 0,
             steps: 0,
@@ -707,6 +740,7 @@ impl RunState {
     pub fn spawn(&mut self, parent: Tid, start_arg: u32) -> Tid {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
+        self.slots.push(Slot::new(tid));
         self.threads[tid as usize].parent = parent;
         if let Some(races) = &mut self.races {
             races.spawn(parent, tid);
@@ -721,14 +755,29 @@ impl RunState {
         ((addr >> 2).wrapping_mul(0x9e37_79b1) >> 20) as usize % STAMP_SLOTS
     }
 
+    /// What thread `tid` does next.
+    #[inline]
+    pub fn pending(&self, tid: Tid) -> Pending {
+        self.slots[tid as usize].cand.pending
+    }
+
+    /// Sets what thread `tid` does next.
+    #[inline]
+    fn set_pending(&mut self, tid: Tid, p: Pending) {
+        let takes_lock = may_take_lock(&self.info, &p);
+        let slot = &mut self.slots[tid as usize];
+        slot.cand.pending = p;
+        slot.takes_lock = takes_lock;
+    }
+
     fn note_pending(&mut self, tid: Tid, p: Pending) {
         let steps = self.steps;
         if self.ready.len() == 1 {
             // A solo stretch: no spin tracking (see `solo_epoch`).
             self.solo_epoch = steps;
-            let th = &mut self.threads[tid as usize];
-            th.forget_spin(steps);
-            th.pending = p;
+            self.threads[tid as usize].forget_spin(steps);
+            self.slots[tid as usize].cand.spinning = false;
+            self.set_pending(tid, p);
             if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
             }
@@ -746,7 +795,7 @@ impl RunState {
             .flatten()
             .map(|v| (p.addr, v));
         let th = &mut self.threads[tid as usize];
-        th.spinning = match p.kind {
+        let spinning = match p.kind {
             EventKind::Rmw | EventKind::Cmpxchg => {
                 let same = rmw_seen.is_some() && th.last_rmw == rmw_seen;
                 th.last_rmw = rmw_seen;
@@ -788,8 +837,9 @@ impl RunState {
                 .is_some_and(|s| s.kind == SiteKind::BackEdge),
             _ => false,
         };
-        th.spins = th.spinning;
-        th.pending = p;
+        th.spins = spinning;
+        self.slots[tid as usize].cand.spinning = spinning;
+        self.set_pending(tid, p);
         if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
             *w |= 1 << (p.site & 63);
         }
@@ -815,7 +865,7 @@ impl RunState {
 
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
-        let p = self.threads[tid as usize].pending;
+        let p = self.pending(tid);
         self.threads[tid as usize].announced = self.announces(&p);
         match p.kind {
             EventKind::Lock | EventKind::Join => {
@@ -1054,6 +1104,7 @@ impl RunState {
         self.solo_epoch = self.steps;
         let steps = self.steps;
         self.threads[self.current as usize].forget_spin(steps);
+        self.slots[self.current as usize].cand.spinning = false;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
@@ -1104,14 +1155,16 @@ impl RunState {
                     self.futex.remove(addr, tid);
                 }
                 let site = th.block_site;
-                let th = &mut self.threads[tid as usize];
-                th.wake_result = 2;
-                th.pending = Pending {
-                    site,
-                    kind: EventKind::Wake,
-                    addr: 0,
-                    len: 0,
-                };
+                self.threads[tid as usize].wake_result = 2;
+                self.set_pending(
+                    tid,
+                    Pending {
+                        site,
+                        kind: EventKind::Wake,
+                        addr: 0,
+                        len: 0,
+                    },
+                );
                 self.set_ready(tid);
             }
         }
@@ -1129,21 +1182,36 @@ impl RunState {
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
         let mem = guest(&self.memory);
+        // Threads queued on one lock ask about the same words: the answer
+        // for the last event asked about is kept (memory does not change
+        // during the walk).
+        let mut last: Option<(EventKind, u32, Option<u32>)> = None;
         for &tid in &self.ready {
-            let th = &mut self.threads[tid as usize];
-            if let Some(word) = waits_for_lock(&self.info, mem, &th.pending) {
-                if record {
-                    self.sched.waiting.push((tid, word));
+            let slot = &mut self.slots[tid as usize];
+            if slot.takes_lock {
+                let p = &slot.cand.pending;
+                let held = match last {
+                    Some((kind, addr, held)) if kind == p.kind && addr == p.addr => held,
+                    _ => {
+                        let held = held_lock_word(mem, p);
+                        last = Some((p.kind, p.addr, held));
+                        held
+                    }
+                };
+                if let Some(word) = held {
+                    if record {
+                        self.sched.waiting.push((tid, word));
+                    }
+                    continue;
                 }
-                continue;
             }
-            c.push(th.candidate(tid));
+            c.push(slot.candidate());
         }
         if c.is_empty() {
             // Every ready thread waits: all of them run, as without the rule.
             self.sched.waiting.clear();
             for &tid in &self.ready {
-                c.push(self.threads[tid as usize].candidate(tid));
+                c.push(self.slots[tid as usize].candidate());
             }
         }
         c
@@ -1314,12 +1382,15 @@ impl RunState {
         if let Some(races) = &mut self.races {
             races.finish(tid);
         }
-        self.threads[tid as usize].pending = Pending {
-            site: NO_SITE,
-            kind: EventKind::Exit,
-            addr: 0,
-            len: 0,
-        };
+        self.set_pending(
+            tid,
+            Pending {
+                site: NO_SITE,
+                kind: EventKind::Exit,
+                addr: 0,
+                len: 0,
+            },
+        );
         self.unready(tid);
         self.schedule_away()
     }
@@ -1351,14 +1422,16 @@ impl RunState {
                 }
             }
             let wsite = th.block_site;
-            let th = &mut self.threads[woken as usize];
-            th.wake_result = 0;
-            th.pending = Pending {
-                site: wsite,
-                kind: EventKind::Wake,
-                addr,
-                len: 0,
-            };
+            self.threads[woken as usize].wake_result = 0;
+            self.set_pending(
+                woken,
+                Pending {
+                    site: wsite,
+                    kind: EventKind::Wake,
+                    addr,
+                    len: 0,
+                },
+            );
             self.set_ready(woken);
         }
         Ok(k)
@@ -1369,10 +1442,10 @@ impl RunState {
             self.lock_owner.remove(&addr);
         }
         self.threads[tid as usize].holds.retain(|&(a, _)| a != addr);
-        if self.threads[tid as usize].pending.kind == EventKind::CondWait {
+        let p = self.pending(tid);
+        if p.kind == EventKind::CondWait {
             // Re-taken when the wait returns.
-            self.threads[tid as usize].wants =
-                Some((addr, self.threads[tid as usize].pending.site));
+            self.threads[tid as usize].wants = Some((addr, p.site));
         }
     }
 

@@ -251,7 +251,7 @@ async fn poll_oneoff(
         .min();
     if !has_fd {
         if let Some(deadline) = earliest {
-            let site = run.get().threads[tid as usize].pending.site;
+            let site = run.get().pending(tid).site;
             let must_sleep = deadline > run.get().clock.now();
             if must_sleep {
                 run.get()
