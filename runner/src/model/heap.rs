@@ -17,6 +17,7 @@
 
 use super::Tid;
 use crate::instrument::SiteId;
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Bytes of redzone on each side of a block (keeps 16-byte alignment).
@@ -90,6 +91,9 @@ pub struct Heap {
     /// Lowest and highest addresses any known block spans (fast rejection).
     lo: u32,
     hi: u32,
+    /// The live block the last access found itself inside: the next access
+    /// is usually to the same block. Forgotten at every change of `blocks`.
+    last: Cell<Option<Block>>,
 }
 
 impl Heap {
@@ -109,6 +113,7 @@ impl Heap {
 
     /// Records a new block; any stale (evicted) knowledge it overlaps goes.
     pub fn allocated(&mut self, start: u32, size: u32, redzone: u32, alloc: Origin) {
+        self.last.set(None);
         let b = Block {
             start,
             size,
@@ -141,6 +146,7 @@ impl Heap {
     /// allocator should free now (the oldest block leaving the quarantine),
     /// if any: at most one per call, since the guest makes one `free` call.
     pub fn free(&mut self, ptr: u32, by: Origin) -> Result<Option<u32>, Fault> {
+        self.last.set(None);
         let Some(b) = self.blocks.get_mut(&ptr) else {
             return Err(Fault::InvalidFree);
         };
@@ -165,6 +171,7 @@ impl Heap {
     /// A `realloc` moved (or resized) `old`: the old block is gone at once
     /// (the allocator already reused or kept its memory).
     pub fn reallocated(&mut self, old: u32) {
+        self.last.set(None);
         self.blocks.remove(&old);
     }
 
@@ -203,6 +210,13 @@ impl Heap {
             return Ok(());
         }
         let end = addr.saturating_add(len);
+        // Known blocks never overlap, so a live block holding the whole
+        // access is the answer the look-up below would find.
+        if let Some(b) = self.last.get() {
+            if addr >= b.start && end <= b.end() {
+                return Ok(());
+            }
+        }
         let bad = |b: Block| {
             if b.free.is_some() {
                 Fault::UseAfterFree(b)
@@ -214,6 +228,7 @@ impl Heap {
             if b.free.is_some() || addr < b.start || end > b.end() {
                 return Err(bad(b));
             }
+            self.last.set(Some(b));
             return Ok(());
         }
         // Starts outside every block: it must not reach into the next one.
@@ -269,6 +284,25 @@ mod tests {
         assert!(matches!(h.free(1016, at(3)), Err(Fault::DoubleFree(_))));
         assert_eq!(h.free(5000, at(4)), Err(Fault::InvalidFree));
         assert_eq!(h.free(1018, at(4)), Err(Fault::InvalidFree));
+    }
+
+    #[test]
+    fn the_block_an_access_found_is_forgotten_when_blocks_change() {
+        let mut h = Heap::new();
+        h.allocated(1024, 64, REDZONE, at(1));
+        assert_eq!(h.check(1040, 8), Ok(()));
+        // A new block inside the old one's memory (it was reused): some of
+        // the old block's bytes are the new one's redzone now.
+        h.allocated(1060, 8, REDZONE, at(2));
+        assert!(matches!(h.check(1048, 4), Err(Fault::HeapOverflow(_))));
+        assert_eq!(h.check(1060, 8), Ok(()));
+        assert_eq!(h.free(1060, at(3)), Ok(None));
+        assert!(matches!(h.check(1060, 4), Err(Fault::UseAfterFree(_))));
+        h.allocated(2048, 64, REDZONE, at(4));
+        assert_eq!(h.check(2048, 64), Ok(()));
+        h.reallocated(2048);
+        h.allocated(2080, 4, REDZONE, at(5));
+        assert!(matches!(h.check(2068, 4), Err(Fault::HeapOverflow(_))));
     }
 
     #[test]
