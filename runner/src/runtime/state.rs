@@ -525,6 +525,11 @@ pub struct Scratch {
     stamp_base: u64,
     races: Option<Races>,
     cands: Vec<Candidate>,
+    /// `RunState::threads` and `slots`, emptied: a run of a hundred
+    /// threads would otherwise grow both from one entry, copying each
+    /// record at every doubling.
+    threads: Vec<ThreadRec>,
+    slots: Vec<Slot>,
 }
 
 /// Reads a thread remembers for spin detection.
@@ -644,14 +649,20 @@ impl RunState {
             stamp_base,
             races: old_races,
             mut cands,
+            mut threads,
+            mut slots,
         } = scratch;
+        threads.clear();
+        threads.push(ThreadRec::new(0));
+        slots.clear();
+        slots.push(Slot::new(0));
         if write_stamp.len() != STAMP_SLOTS {
             write_stamp = vec![0; STAMP_SLOTS];
         }
         cands.clear();
         RunState {
-            threads: vec![ThreadRec::new(0)],
-            slots: vec![Slot::new(0)],
+            threads,
+            slots,
             ready: vec![0],
             current: 0,
             steps: 0,
@@ -702,6 +713,8 @@ impl RunState {
             stamp_base: self.stamp_base + self.steps + 1,
             races: self.races.take(),
             cands: std::mem::take(&mut self.cands),
+            threads: std::mem::take(&mut self.threads),
+            slots: std::mem::take(&mut self.slots),
         }
     }
 
