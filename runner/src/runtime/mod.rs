@@ -16,6 +16,7 @@ pub(crate) mod memcheck;
 pub(crate) mod memory;
 pub mod plain;
 pub(crate) mod races;
+pub(crate) mod ready;
 pub(crate) mod state;
 pub(crate) mod wasi;
 

@@ -17,6 +17,7 @@
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
 use super::memory::GuestMemory;
 use super::races::Races;
+use super::ready::ReadySets;
 use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
@@ -140,6 +141,9 @@ pub struct ThreadRec {
 struct Slot {
     cand: Candidate,
     takes_lock: bool,
+    /// The thread is in [`RunState::ready`] (and filed in
+    /// [`RunState::filed`]).
+    ready: bool,
 }
 
 impl Slot {
@@ -151,7 +155,15 @@ impl Slot {
                 spinning: false,
             },
             takes_lock: false,
+            ready: false,
         }
+    }
+
+    /// The lock its pending event may wait for, as [`ReadySets`] files it.
+    fn lock(&self) -> Option<(u32, bool)> {
+        let p = &self.cand.pending;
+        self.takes_lock
+            .then_some((p.addr, p.kind == EventKind::Lock))
     }
 
     /// This ready thread as a candidate; its spinning hint is reported now.
@@ -541,6 +553,12 @@ pub struct RunState {
     /// Per tid, what a decision reads of the thread: a walk over the ready
     /// threads touches these few bytes each, not whole records.
     slots: Vec<Slot>,
+    /// The ready threads filed by the lock their pending event may wait
+    /// for, so that a decision looks at each lock once.
+    filed: ReadySets,
+    /// Scratch of [`RunState::candidates`]: per lock of `filed.locks`, the
+    /// held word, if held.
+    held: Vec<Option<u32>>,
     /// Sorted ids of `Ready` threads.
     ready: Vec<Tid>,
     pub current: Tid,
@@ -655,7 +673,10 @@ impl RunState {
         threads.clear();
         threads.push(ThreadRec::new(0));
         slots.clear();
-        slots.push(Slot::new(0));
+        slots.push(Slot {
+            ready: true,
+            ..Slot::new(0)
+        });
         if write_stamp.len() != STAMP_SLOTS {
             write_stamp = vec![0; STAMP_SLOTS];
         }
@@ -663,6 +684,8 @@ impl RunState {
         RunState {
             threads,
             slots,
+            filed: ReadySets::new(0),
+            held: Vec::new(),
             ready: vec![0],
             current: 0,
             steps: 0,
@@ -739,6 +762,9 @@ impl RunState {
     fn set_ready(&mut self, tid: Tid) {
         if let Err(i) = self.ready.binary_search(&tid) {
             self.ready.insert(i, tid);
+            let slot = &mut self.slots[tid as usize];
+            slot.ready = true;
+            self.filed.file(tid, slot.lock());
         }
         self.threads[tid as usize].status = Status::Ready;
     }
@@ -746,6 +772,9 @@ impl RunState {
     fn unready(&mut self, tid: Tid) {
         if let Ok(i) = self.ready.binary_search(&tid) {
             self.ready.remove(i);
+            let slot = &mut self.slots[tid as usize];
+            slot.ready = false;
+            self.filed.unfile(tid, slot.lock());
         }
     }
 
@@ -779,8 +808,16 @@ impl RunState {
     fn set_pending(&mut self, tid: Tid, p: Pending) {
         let takes_lock = may_take_lock(&self.info, &p);
         let slot = &mut self.slots[tid as usize];
+        // A ready thread is filed by the lock its event may wait for.
+        let refile = slot.ready && (slot.takes_lock || takes_lock);
+        if refile {
+            self.filed.unfile(tid, slot.lock());
+        }
         slot.cand.pending = p;
         slot.takes_lock = takes_lock;
+        if refile {
+            self.filed.file(tid, slot.lock());
+        }
     }
 
     fn note_pending(&mut self, tid: Tid, p: Pending) {
@@ -1195,39 +1232,87 @@ impl RunState {
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
         let mem = guest(&self.memory);
-        // Threads queued on one lock ask about the same words: the answer
-        // for the last event asked about is kept (memory does not change
-        // during the walk).
-        let mut last: Option<(EventKind, u32, Option<u32>)> = None;
-        for &tid in &self.ready {
-            let slot = &mut self.slots[tid as usize];
-            if slot.takes_lock {
-                let p = &slot.cand.pending;
-                let held = match last {
-                    Some((kind, addr, held)) if kind == p.kind && addr == p.addr => held,
-                    _ => {
-                        let held = held_lock_word(mem, p);
-                        last = Some((p.kind, p.addr, held));
-                        held
-                    }
-                };
-                if let Some(word) = held {
-                    if record {
-                        self.sched.waiting.push((tid, word));
-                    }
-                    continue;
-                }
+        // Each lock once: the lockers of a free one are candidates, those
+        // of a held one wait.
+        self.held.clear();
+        for g in &self.filed.locks {
+            let p = Pending {
+                site: NO_SITE,
+                kind: if g.mutex {
+                    EventKind::Lock
+                } else {
+                    EventKind::Cmpxchg
+                },
+                addr: g.addr,
+                len: 4,
+            };
+            let held = held_lock_word(mem, &p);
+            if let (Some(word), true) = (held, record) {
+                self.sched
+                    .waiting
+                    .extend(g.threads.iter().map(|tid| (tid, word)));
             }
-            c.push(slot.candidate());
+            self.held.push(held);
         }
-        if c.is_empty() {
-            // Every ready thread waits: all of them run, as without the rule.
-            self.sched.waiting.clear();
+        let held = &self.held;
+        if held.iter().all(Option::is_none) {
             for &tid in &self.ready {
                 c.push(self.slots[tid as usize].candidate());
             }
+        } else {
+            for tid in self.filed.open(|i| held[i].is_some()).iter() {
+                c.push(self.slots[tid as usize].candidate());
+            }
+            if c.is_empty() {
+                // Every ready thread waits: all of them run, as without
+                // the rule.
+                self.sched.waiting.clear();
+                for &tid in &self.ready {
+                    c.push(self.slots[tid as usize].candidate());
+                }
+            }
+            self.sched.waiting.sort_unstable_by_key(|w| w.0);
         }
+        #[cfg(debug_assertions)]
+        self.check_candidates(&c);
         c
+    }
+
+    /// The candidates and waiting threads [`RunState::candidates`] found
+    /// through [`RunState::filed`] are those a walk over every ready thread
+    /// finds.
+    #[cfg(debug_assertions)]
+    fn check_candidates(&self, c: &[Candidate]) {
+        let mem = self.guest();
+        let mut waiting = Vec::new();
+        let mut tids = Vec::new();
+        for &tid in &self.ready {
+            let slot = &self.slots[tid as usize];
+            assert!(slot.ready && slot.cand.tid == tid);
+            let p = &slot.cand.pending;
+            assert_eq!(slot.takes_lock, may_take_lock(&self.info, p));
+            match waits_for_lock(&self.info, mem, p) {
+                Some(word) => waiting.push((tid, word)),
+                None => tids.push(tid),
+            }
+        }
+        if tids.is_empty() {
+            tids = self.ready.clone();
+            waiting.clear();
+        }
+        let got: Vec<Tid> = c.iter().map(|c| c.tid).collect();
+        assert_eq!(got, tids, "candidates");
+        if self.sched.choice_points.is_some() {
+            assert_eq!(self.sched.waiting, waiting, "waiting threads");
+        }
+        let filed = self.filed.free.iter().count()
+            + self
+                .filed
+                .locks
+                .iter()
+                .map(|g| g.threads.iter().count())
+                .sum::<usize>();
+        assert_eq!(filed, self.ready.len(), "every ready thread filed once");
     }
 
     /// Whether `p` is a yield point before which no decision is made
