@@ -82,14 +82,29 @@ pub struct ReadySets {
     pub locks: Vec<LockGroup>,
     /// Scratch of [`ReadySets::open`].
     open: TidSet,
+    /// Emptied sets of groups that went, for new groups (a lock's group
+    /// comes and goes with every contended lock operation).
+    spare: Vec<TidSet>,
 }
 
 impl ReadySets {
     /// A filing with only thread `tid` (ready, its event no lock's).
+    #[cfg(test)]
     pub fn new(tid: Tid) -> ReadySets {
         let mut r = ReadySets::default();
-        r.free.insert(tid);
+        r.reset(tid);
         r
+    }
+
+    /// Makes this the filing with only thread `tid` (ready, its event no
+    /// lock's), keeping the buffers.
+    pub fn reset(&mut self, tid: Tid) {
+        self.free.0.fill(0);
+        for mut g in self.locks.drain(..) {
+            g.threads.0.fill(0);
+            self.spare.push(g.threads);
+        }
+        self.free.insert(tid);
     }
 
     /// Files `tid`: among the lockers of `lock` (address, mutex fast path)
@@ -109,7 +124,7 @@ impl ReadySets {
                 self.locks.push(LockGroup {
                     addr,
                     mutex,
-                    threads: TidSet::default(),
+                    threads: self.spare.pop().unwrap_or_default(),
                     count: 0,
                 });
                 self.locks.last_mut().expect("just pushed")
@@ -134,7 +149,9 @@ impl ReadySets {
             g.threads.remove(tid);
             g.count -= 1;
             if g.count == 0 {
-                self.locks.swap_remove(i);
+                // Every bit is clear again.
+                let g = self.locks.swap_remove(i);
+                self.spare.push(g.threads);
             }
         }
     }

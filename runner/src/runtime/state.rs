@@ -542,6 +542,8 @@ pub struct Scratch {
     /// record at every doubling.
     threads: Vec<ThreadRec>,
     slots: Vec<Slot>,
+    filed: ReadySets,
+    held: Vec<Option<u32>>,
 }
 
 /// Reads a thread remembers for spin detection.
@@ -669,7 +671,11 @@ impl RunState {
             mut cands,
             mut threads,
             mut slots,
+            mut filed,
+            mut held,
         } = scratch;
+        filed.reset(0);
+        held.clear();
         threads.clear();
         threads.push(ThreadRec::new(0));
         slots.clear();
@@ -684,8 +690,8 @@ impl RunState {
         RunState {
             threads,
             slots,
-            filed: ReadySets::new(0),
-            held: Vec::new(),
+            filed,
+            held,
             ready: vec![0],
             current: 0,
             steps: 0,
@@ -738,6 +744,8 @@ impl RunState {
             cands: std::mem::take(&mut self.cands),
             threads: std::mem::take(&mut self.threads),
             slots: std::mem::take(&mut self.slots),
+            filed: std::mem::take(&mut self.filed),
+            held: std::mem::take(&mut self.held),
         }
     }
 
