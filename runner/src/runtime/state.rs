@@ -537,9 +537,9 @@ pub struct Scratch {
     stamp_base: u64,
     races: Option<Races>,
     cands: Vec<Candidate>,
-    /// `RunState::threads` and `slots`, emptied: a run of a hundred
-    /// threads would otherwise grow both from one entry, copying each
-    /// record at every doubling.
+    /// `RunState::threads`, `slots`, `filed` and `held`, emptied: a run of
+    /// a hundred threads would otherwise grow its records from one entry,
+    /// copying each at every doubling.
     threads: Vec<ThreadRec>,
     slots: Vec<Slot>,
     filed: ReadySets,
