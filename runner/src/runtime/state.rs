@@ -280,7 +280,7 @@ fn waits_for_lock(info: &[SiteInfo], mem: GuestMemory<'_>, p: &Pending) -> Optio
     if !may_take_lock(info, p) {
         return None;
     }
-    held_lock_word(mem, p)
+    held_lock_word(mem, p.addr, p.kind == EventKind::Lock)
 }
 
 /// Whether `p` is a lock's fast path or the thread-list lock's
@@ -291,15 +291,15 @@ fn may_take_lock(info: &[SiteInfo], p: &Pending) -> bool {
         && info.get(p.site as usize).is_some_and(|s| s.takes_lock)
 }
 
-/// [`waits_for_lock`] for an event that [`may_take_lock`].
+/// [`waits_for_lock`] for an event that [`may_take_lock`], at `addr`: a
+/// mutex's fast path (`mutex`) or a compare-exchange of the word itself.
 #[inline]
-fn held_lock_word(mem: GuestMemory<'_>, p: &Pending) -> Option<u32> {
-    let word = match p.kind {
-        EventKind::Lock => {
-            let normal = mem.read_le(p.addr, 4).is_some_and(|ty| ty & 15 == 0);
-            normal.then(|| p.addr.wrapping_add(4))?
-        }
-        _ => p.addr,
+fn held_lock_word(mem: GuestMemory<'_>, addr: u32, mutex: bool) -> Option<u32> {
+    let word = if mutex {
+        let normal = mem.read_le(addr, 4).is_some_and(|ty| ty & 15 == 0);
+        normal.then(|| addr.wrapping_add(4))?
+    } else {
+        addr
     };
     mem.read_le(word, 4).is_some_and(|w| w != 0).then_some(word)
 }
@@ -1244,17 +1244,7 @@ impl RunState {
         // of a held one wait.
         self.held.clear();
         for g in &self.filed.locks {
-            let p = Pending {
-                site: NO_SITE,
-                kind: if g.mutex {
-                    EventKind::Lock
-                } else {
-                    EventKind::Cmpxchg
-                },
-                addr: g.addr,
-                len: 4,
-            };
-            let held = held_lock_word(mem, &p);
+            let held = held_lock_word(mem, g.addr, g.mutex);
             if let (Some(word), true) = (held, record) {
                 self.sched
                     .waiting
