@@ -1397,3 +1397,45 @@ fn the_thread_list_lock_is_waited_for() {
     }
     assert!(taken > 0);
 }
+
+/// A thread started on a reused instance finds every global as a fresh
+/// instance has it: here each thread traps unless a global is still 0,
+/// then sets it, and `_start` starts the second thread once the first has
+/// said it is done (so that on many schedules the first has returned and
+/// its instance is the one the second gets).
+#[test]
+fn a_reused_instance_starts_threads_with_fresh_globals() {
+    let bytes = wat::parse_str(
+        r#"(module
+          (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
+          (import "env" "memory" (memory 1 1 shared))
+          (global $g (mut i32) (i32.const 0))
+          (global $h (mut i64) (i64.const 7))
+          (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
+            (if (global.get $g) (then unreachable))
+            (if (i64.ne (global.get $h) (i64.const 7)) (then unreachable))
+            (global.set $g (i32.const 1))
+            (global.set $h (i64.const 8))
+            (i32.atomic.store (local.get $arg) (i32.const 1))
+            (drop (memory.atomic.notify (local.get $arg) (i32.const 1))))
+          (func $run (param $flag i32)
+            (drop (call $spawn (local.get $flag)))
+            (block $done
+              (loop $wait
+                (br_if $done (i32.atomic.load (local.get $flag)))
+                (drop (memory.atomic.wait32 (local.get $flag) (i32.const 0) (i64.const -1)))
+                (br $wait))))
+          (func (export "_start")
+            (call $run (i32.const 4096))
+            (call $run (i32.const 4160))
+            (call $run (i32.const 4224))))"#,
+    )
+    .expect("valid wat");
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    assert!(p.reuses_instances());
+    let base = RunConfig {
+        strategy: "random".into(),
+        ..RunConfig::default()
+    };
+    assert_passes(&p, &base, 0..40, "globals of a reused instance");
+}

@@ -68,7 +68,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 36;
+pub const INSTRUMENTER_VERSION: u32 = 38;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -352,6 +352,7 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         memcheck: cfg.memcheck(),
         symbols,
         reuse_blocker: reuse::blocker(bytes)?,
+        entry_func: out.entry_func,
     };
     Ok(Instrumented {
         module: out.module,
@@ -469,5 +470,72 @@ mod tests {
         assert!(Config::parse_description("granularity=most").is_err());
         assert!(Config::parse_description("colour=blue").is_err());
         assert!(Config::parse_description("include-funcs=%G1").is_err());
+    }
+
+    /// The thread entry (`rewrite::EXPORT_ENTRY`) is added, with a saved
+    /// copy of every reset global, when the module has `wasi_thread_start`
+    /// and every mutable global is a number; its frame belongs to no
+    /// original function.
+    #[test]
+    fn thread_entry_needs_a_thread_start_and_number_globals() {
+        let module = |globals: &str, exports: &str| {
+            let text = format!(
+                r#"(module
+                  (import "env" "memory" (memory 1 1 shared))
+                  {globals}
+                  (func $start (param i32 i32))
+                  (func $main)
+                  (export "_start" (func $main))
+                  {exports})"#
+            );
+            let bytes = wat::parse_str(&text).expect("valid wat");
+            let out = instrument(&bytes, &Config::default()).expect("instrumented");
+            let mut features = wasmparser::WasmFeatures::default();
+            features.insert(wasmparser::WasmFeatures::THREADS);
+            wasmparser::Validator::new_with_features(features)
+                .validate_all(&out.module)
+                .expect("valid output");
+            let mut names = Vec::new();
+            for p in wasmparser::Parser::new(0).parse_all(&out.module) {
+                if let wasmparser::Payload::ExportSection(r) = p.unwrap() {
+                    names.extend(r.into_iter().map(|e| e.unwrap().name.to_string()));
+                }
+            }
+            (names, out.sites)
+        };
+        let start = r#"(export "wasi_thread_start" (func $start))"#;
+        let numbers = "(global (mut i32) (i32.const 1)) (global (mut f64) (f64.const 2))";
+        let (names, sites) = module(numbers, start);
+        assert!(
+            names.iter().any(|n| n == rewrite::EXPORT_ENTRY),
+            "{names:?}"
+        );
+        let reset: Vec<&String> = names
+            .iter()
+            .filter(|n| n.starts_with(reuse::GLOBAL_PREFIX))
+            .collect();
+        // Both globals and the skip counter, each with its saved copy.
+        assert_eq!(reset.len(), 3, "{names:?}");
+        for n in reset {
+            let saved = n.replacen(reuse::GLOBAL_PREFIX, rewrite::SAVED_PREFIX, 1);
+            assert!(names.contains(&saved), "{saved} in {names:?}");
+        }
+        let entry = sites.entry_func.expect("entry index");
+        assert_eq!(sites.original_func(entry), None);
+        assert!(sites.original_func(entry - 1).is_some());
+
+        let vector = "(global (mut i32) (i32.const 1)) (global (mut v128) (v128.const i64x2 0 0))";
+        let (names, sites) = module(vector, start);
+        assert!(
+            !names.iter().any(|n| n == rewrite::EXPORT_ENTRY),
+            "{names:?}"
+        );
+        assert_eq!(sites.entry_func, None);
+        let (names, sites) = module(numbers, "");
+        assert!(
+            !names.iter().any(|n| n == rewrite::EXPORT_ENTRY),
+            "{names:?}"
+        );
+        assert_eq!(sites.entry_func, None);
     }
 }

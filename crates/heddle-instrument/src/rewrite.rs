@@ -59,6 +59,17 @@ pub const EXPORT_SKIP: &str = "heddle_skip";
 pub const EXPORT_SP: &str = "heddle_sp";
 /// The exported function table, which the host reads for function-pointer calls.
 pub const EXPORT_TABLE: &str = "heddle_table";
+/// `heddle_thread_entry(tid, start_arg, budget)`, added when the module
+/// exports `wasi_thread_start` and every global it resets is a number: puts
+/// every mutable global (and the skip counter) back to the value it had
+/// right after instantiation, which the host stores once per instance in
+/// the [`SAVED_PREFIX`] globals, sets the budget global to `budget`, then
+/// calls `wasi_thread_start(tid, start_arg)`. A reused instance then starts
+/// a thread with one call instead of a host `Global::set` per global.
+pub const EXPORT_ENTRY: &str = "heddle_thread_entry";
+/// Prefix of the exports of the globals that keep each reset global's value
+/// right after instantiation (`heddle_saved.7` for `heddle_global.7`).
+pub const SAVED_PREFIX: &str = "heddle_saved.";
 
 /// What the rewriter produced.
 pub struct Output {
@@ -74,6 +85,8 @@ pub struct Output {
     pub offset_map: Vec<OffsetRun>,
     /// Where the module's data starts in linear memory.
     pub data_start: u32,
+    /// The index of the added thread entry ([`EXPORT_ENTRY`]), if any.
+    pub entry_func: Option<u32>,
 }
 
 /// How an instruction is treated.
@@ -486,6 +499,8 @@ struct ModuleFacts {
     num_globals: u32,
     /// Indices of the mutable globals the module defines.
     mutable_globals: Vec<u32>,
+    /// Their types, in the same order.
+    mutable_types: Vec<wasmparser::ValType>,
     has_table: bool,
     imports_thread_exit: bool,
     /// Parameter and result types of each type index.
@@ -514,6 +529,7 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
         num_types: 0,
         num_globals: 0,
         mutable_globals: Vec::new(),
+        mutable_types: Vec::new(),
         has_table: false,
         imports_thread_exit: false,
         types: Vec::new(),
@@ -567,8 +583,10 @@ fn scan(bytes: &[u8]) -> Result<ModuleFacts> {
             Payload::TableSection(r) => f.has_table |= r.count() > 0,
             Payload::GlobalSection(r) => {
                 for g in r {
-                    if g?.ty.mutable {
+                    let ty = g?.ty;
+                    if ty.mutable {
                         f.mutable_globals.push(f.num_globals);
+                        f.mutable_types.push(ty.content_type);
                     }
                     f.num_globals += 1;
                 }
@@ -953,6 +971,32 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     };
     let budget_global = facts.num_globals;
     let rt_type_base = facts.num_types;
+    // The thread entry (see `EXPORT_ENTRY`): the globals it puts back, with
+    // their types (the skip counter last), and where its saved copies go.
+    let entry = facts
+        .func_exports
+        .get("wasi_thread_start")
+        .copied()
+        .filter(|&f| {
+            facts
+                .func_types
+                .get(f as usize)
+                .and_then(|&t| facts.types.get(t as usize))
+                .is_some_and(|(p, r)| {
+                    p.as_slice() == [wasmparser::ValType::I32, wasmparser::ValType::I32]
+                        && r.is_empty()
+                })
+        })
+        .and_then(|start| {
+            let mut reset: Vec<(u32, ValType)> = Vec::new();
+            for (&g, &t) in facts.mutable_globals.iter().zip(&facts.mutable_types) {
+                reset.push((g, number_type(t)?));
+            }
+            reset.push((budget_global + 1, ValType::I32));
+            Some((start, reset))
+        });
+    let saved_base = budget_global + 2;
+    let entry_type = rt_type_base + RtImport::COUNT;
 
     let mut features = WasmFeatures::default();
     features.insert(WasmFeatures::THREADS);
@@ -998,6 +1042,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
             let (p, r) = signature(imp);
             types.ty().function(p, r);
         }
+        if entry.is_some() {
+            types.ty().function([ValType::I32; 3], []);
+        }
     };
     let rt_imports = |imports: &mut ImportSection| {
         for (i, imp) in RtImport::ALL.iter().enumerate() {
@@ -1020,6 +1067,21 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 &wasm_encoder::ConstExpr::i32_const(init),
             );
         }
+        // The saved copies, set by the host once per instance.
+        for &(_, val_type) in entry.iter().flat_map(|(_, reset)| reset) {
+            let zero = match val_type {
+                ValType::I64 => wasm_encoder::ConstExpr::i64_const(0),
+                ValType::F32 => wasm_encoder::ConstExpr::f32_const(0.0.into()),
+                ValType::F64 => wasm_encoder::ConstExpr::f64_const(0.0.into()),
+                _ => wasm_encoder::ConstExpr::i32_const(0),
+            };
+            let ty = GlobalType {
+                val_type,
+                mutable: true,
+                shared: false,
+            };
+            globals.global(ty, &zero);
+        }
     };
     let extra_exports = |exports: &mut ExportSection| {
         exports.export(EXPORT_BUDGET, ExportKind::Global, budget_global);
@@ -1040,6 +1102,14 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 ExportKind::Global,
                 g,
             );
+        }
+        if let Some((_, reset)) = &entry {
+            for (k, &(g, _)) in reset.iter().enumerate() {
+                let saved = saved_base + k as u32;
+                exports.export(&format!("{SAVED_PREFIX}{g}"), ExportKind::Global, saved);
+            }
+            let func = thunk_base + plan.thunks.len() as u32;
+            exports.export(EXPORT_ENTRY, ExportKind::Func, func);
         }
     };
 
@@ -1105,6 +1175,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 for th in &plan.thunks {
                     t.function(th.ty);
                 }
+                if entry.is_some() {
+                    t.function(entry_type);
+                }
                 module.section(&t);
             }
             Payload::TableSection(r) => {
@@ -1143,8 +1216,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 for e in r {
                     let e = e?;
                     let name = e.name;
-                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE].contains(&name)
+                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE, EXPORT_ENTRY].contains(&name)
                         || name.starts_with(super::reuse::GLOBAL_PREFIX)
+                        || name.starts_with(SAVED_PREFIX)
                     {
                         continue;
                     }
@@ -1335,6 +1409,18 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                             instrumented: false,
                         });
                     }
+                    if let Some((start, reset)) = &entry {
+                        let start = reenc(remap.function_index(*start))?;
+                        let f = entry_body(reset, saved_base, budget_global, start);
+                        code.as_mut().expect("code section").function(&f);
+                        func_runs.push(vec![(0, 0, true)]);
+                        funcs.push(FuncInfo {
+                            index: thunk_base - RtImport::COUNT + plan.thunks.len() as u32,
+                            name: EXPORT_ENTRY.into(),
+                            user: false,
+                            instrumented: false,
+                        });
+                    }
                     // The hint section goes before the code it describes.
                     if !hints.is_empty() {
                         module.section(&hints);
@@ -1401,7 +1487,43 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         orig_imported_funcs: facts.imported_funcs,
         offset_map,
         data_start: data_start.unwrap_or(1024),
+        entry_func: entry.map(|_| thunk_base + plan.thunks.len() as u32),
     })
+}
+
+/// A number type as the encoder spells it (None for vectors and
+/// references, which the thread entry does not put back).
+fn number_type(t: wasmparser::ValType) -> Option<ValType> {
+    Some(match t {
+        wasmparser::ValType::I32 => ValType::I32,
+        wasmparser::ValType::I64 => ValType::I64,
+        wasmparser::ValType::F32 => ValType::F32,
+        wasmparser::ValType::F64 => ValType::F64,
+        _ => return None,
+    })
+}
+
+/// The body of `heddle_thread_entry(tid, start_arg, budget)` (see
+/// [`EXPORT_ENTRY`]): each of `reset` from its saved copy (at `saved_base`
+/// on, in the same order), the budget, then the call of `start`.
+fn entry_body(
+    reset: &[(u32, ValType)],
+    saved_base: u32,
+    budget_global: u32,
+    start: u32,
+) -> wasm_encoder::Function {
+    let mut f = wasm_encoder::Function::new([]);
+    for (k, &(g, _)) in reset.iter().enumerate() {
+        f.instruction(&Instruction::GlobalGet(saved_base + k as u32));
+        f.instruction(&Instruction::GlobalSet(g));
+    }
+    f.instruction(&Instruction::LocalGet(2));
+    f.instruction(&Instruction::GlobalSet(budget_global));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::LocalGet(1));
+    f.instruction(&Instruction::Call(start));
+    f.instruction(&Instruction::End);
+    f
 }
 
 /// The name section, re-encoded, with the adapters' names (from their

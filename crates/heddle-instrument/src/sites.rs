@@ -412,6 +412,10 @@ pub struct SiteTable {
     /// runs ([`crate::reuse::blocker`]); `None` when it can.
     #[serde(default)]
     pub reuse_blocker: Option<String>,
+    /// The thread entry the rewriter added (`rewrite::EXPORT_ENTRY`), by
+    /// instrumented function index: not the program's, so in no stack.
+    #[serde(default)]
+    pub entry_func: Option<u32>,
 }
 
 /// A named object in linear memory.
@@ -465,9 +469,12 @@ impl SiteTable {
         })
     }
 
-    /// The original function index of a function index in the instrumented module.
+    /// The original function index of a function index in the instrumented
+    /// module (None for the imports and the thread entry heddle added).
     pub fn original_func(&self, instrumented: u32) -> Option<u32> {
-        if instrumented < self.orig_imported_funcs {
+        if Some(instrumented) == self.entry_func {
+            None
+        } else if instrumented < self.orig_imported_funcs {
             Some(instrumented)
         } else if instrumented < self.orig_imported_funcs + self.added_imports {
             None

@@ -1152,7 +1152,21 @@ struct Worker {
     entry: Result<TypedFunc<(i32, i32), ()>, String>,
     /// Every mutable global with its value right after instantiation.
     globals: Vec<(Global, wasmtime::Val)>,
+    /// The rewriter's `heddle_thread_entry(tid, start_arg, budget)`, which
+    /// puts those values back itself (from copies made at instantiation),
+    /// sets the budget and calls `wasi_thread_start`: a thread starts
+    /// without a host `Global::set` per global. None when the module has
+    /// none (see `instrument::rewrite::EXPORT_ENTRY`).
+    thread_entry: Option<ThreadEntry>,
 }
+
+/// `heddle_thread_entry(tid, start_arg, budget)`.
+type ThreadEntry = TypedFunc<(i32, i32, i32), ()>;
+
+/// A worker made ready for a thread, and how its thread starts: with the
+/// budget of its first slice for `Worker::thread_entry` to set, or (None)
+/// with its globals and budget already set by the host.
+type Ready = (Worker, Option<i32>);
 
 struct Executor<'p> {
     program: &'p Program,
@@ -1161,6 +1175,35 @@ struct Executor<'p> {
     slot: Slot,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture>>,
+}
+
+/// The rewriter's thread entry of a new instance, with its saved copies of
+/// the reset globals (`names`, with their values right after
+/// instantiation in `globals`) set to those values; None when the module
+/// has no entry or a copy is missing.
+fn saved_globals(
+    instance: &wasmtime::Instance,
+    store: &mut Store<ThreadCtx>,
+    names: &[(String, Global)],
+    globals: &[(Global, wasmtime::Val)],
+) -> Result<Option<ThreadEntry>> {
+    use instrument::rewrite::{EXPORT_ENTRY, SAVED_PREFIX};
+    let Ok(entry) = instance.get_typed_func(&mut *store, EXPORT_ENTRY) else {
+        return Ok(None);
+    };
+    let mut saved = Vec::with_capacity(names.len());
+    for (name, _) in names {
+        let n = &name[instrument::reuse::GLOBAL_PREFIX.len()..];
+        match instance.get_global(&mut *store, &format!("{SAVED_PREFIX}{n}")) {
+            Some(g) => saved.push(g),
+            None => return Ok(None),
+        }
+    }
+    for (copy, (_, v)) in saved.iter().zip(globals) {
+        copy.set(&mut *store, *v)
+            .map_err(|e| anyhow!("cannot save a global: {e}"))?;
+    }
+    Ok(Some(entry))
 }
 
 /// Polls a future that is expected to complete without suspending.
@@ -1179,8 +1222,10 @@ impl Executor<'_> {
     /// Every mutable global the rewriter exports for reuse is set once: to
     /// the value it had right after instantiation, or for a main thread to
     /// `Program::main_globals`; the budget global (not among them) to the
-    /// first slice's budget.
-    fn worker(&mut self, tid: Tid) -> Result<Worker> {
+    /// first slice's budget. A thread that starts through
+    /// `Worker::thread_entry` gets that budget to pass to it instead: the
+    /// entry sets the globals and the budget itself.
+    fn worker(&mut self, tid: Tid) -> Result<Ready> {
         let reused = if self.program.reuse {
             self.slot.reuse()
         } else {
@@ -1205,6 +1250,11 @@ impl Executor<'_> {
         let main = (tid == 0 && self.program.reuse)
             .then(|| self.program.main_globals.get())
             .flatten();
+        if tid != 0 && w.thread_entry.is_some() {
+            // The entry puts the globals back and sets the budget.
+            let budget = self.run.get().next_budget();
+            return Ok((w, Some(budget)));
+        }
         for (i, (g, v)) in w.globals.iter().enumerate() {
             let v = match main {
                 Some(vals) => vals[i],
@@ -1220,7 +1270,7 @@ impl Executor<'_> {
             g.set(&mut w.store, wasmtime::Val::I32(b))
                 .map_err(|e| anyhow!("{e}"))?;
         }
-        Ok(w)
+        Ok((w, None))
     }
 
     /// Instantiates the module in a fresh store for `tid`.
@@ -1255,15 +1305,14 @@ impl Executor<'_> {
                 first_on_zeros = true;
             }
         }
-        let globals: Vec<Global> = instance
+        let names: Vec<(String, Global)> = instance
             .exports(&mut store)
             .filter(|e| e.name().starts_with(instrument::reuse::GLOBAL_PREFIX))
-            .filter_map(|e| e.into_global())
+            .filter_map(|e| Some((e.name().to_owned(), e.into_global()?)))
             .collect();
-        let globals: Vec<(Global, wasmtime::Val)> = globals
-            .into_iter()
-            .map(|g| (g, g.get(&mut store)))
-            .collect();
+        let globals: Vec<(Global, wasmtime::Val)> =
+            names.iter().map(|(_, g)| (*g, g.get(&mut store))).collect();
+        let thread_entry = saved_globals(&instance, &mut store, &names, &globals)?;
         if first_on_zeros {
             let vals = globals.iter().map(|(_, v)| *v).collect();
             let _ = self.program.main_globals.set(vals);
@@ -1289,6 +1338,7 @@ impl Executor<'_> {
             main,
             entry,
             globals,
+            thread_entry,
         })
     }
 
@@ -1301,13 +1351,15 @@ impl Executor<'_> {
 
     /// Creates the main thread. Errors here are setup errors, not verdicts.
     fn start(&mut self) -> Result<()> {
-        let mut w = self.worker(0)?;
-        let start = w
-            .main
-            .clone()
-            .map_err(|e| anyhow!("module's `_start` is not a function of no arguments: {e}"))?;
+        let (mut w, _) = self.worker(0)?;
+        if let Err(e) = &w.main {
+            bail!("module's `_start` is not a function of no arguments: {e}");
+        }
         self.threads.push(Some(Box::pin(async move {
-            let r = start.call_async(&mut w.store, ()).await;
+            let r = match &w.main {
+                Ok(start) => start.call_async(&mut w.store, ()).await,
+                Err(e) => Err(wasmtime::Error::msg(e.clone())),
+            };
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         })));
@@ -1316,21 +1368,25 @@ impl Executor<'_> {
 
     fn start_thread(&mut self, tid: Tid) -> Result<(), Ended> {
         let start_arg = self.run.get().threads[tid as usize].start_arg;
-        let mut w = match self.worker(tid) {
+        let (mut w, budget) = match self.worker(tid) {
             Ok(x) => x,
             Err(e) => return Err(self.setup_trap(tid, e)),
         };
-        let entry = match w.entry.clone() {
-            Ok(f) => f,
-            Err(e) => return Err(self.setup_trap(tid, anyhow!("{e}"))),
-        };
+        if let Err(e) = &w.entry {
+            return Err(self.setup_trap(tid, anyhow!("{e}")));
+        }
         while self.threads.len() <= tid as usize {
             self.threads.push(None);
         }
+        // The functions are borrowed from the worker, not cloned: a clone
+        // of a typed function takes a reference on its registered type.
         self.threads[tid as usize] = Some(Box::pin(async move {
-            let r = entry
-                .call_async(&mut w.store, (tid as i32, start_arg as i32))
-                .await;
+            let (tid, arg) = (tid as i32, start_arg as i32);
+            let r = match (&w.thread_entry, budget, &w.entry) {
+                (Some(f), Some(budget), _) => f.call_async(&mut w.store, (tid, arg, budget)).await,
+                (_, _, Ok(f)) => f.call_async(&mut w.store, (tid, arg)).await,
+                (_, _, Err(e)) => Err(wasmtime::Error::msg(e.clone())),
+            };
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         }));
