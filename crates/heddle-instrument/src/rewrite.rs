@@ -997,6 +997,8 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         });
     let saved_base = budget_global + 2;
     let entry_type = rt_type_base + RtImport::COUNT;
+    // It follows the adapters.
+    let entry_func = thunk_base + plan.thunks.len() as u32;
 
     let mut features = WasmFeatures::default();
     features.insert(WasmFeatures::THREADS);
@@ -1108,8 +1110,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 let saved = saved_base + k as u32;
                 exports.export(&format!("{SAVED_PREFIX}{g}"), ExportKind::Global, saved);
             }
-            let func = thunk_base + plan.thunks.len() as u32;
-            exports.export(EXPORT_ENTRY, ExportKind::Func, func);
+            exports.export(EXPORT_ENTRY, ExportKind::Func, entry_func);
         }
     };
 
@@ -1415,7 +1416,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                         code.as_mut().expect("code section").function(&f);
                         func_runs.push(vec![(0, 0, true)]);
                         funcs.push(FuncInfo {
-                            index: thunk_base - RtImport::COUNT + plan.thunks.len() as u32,
+                            index: entry_func - RtImport::COUNT,
                             name: EXPORT_ENTRY.into(),
                             user: false,
                             instrumented: false,
@@ -1487,7 +1488,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         orig_imported_funcs: facts.imported_funcs,
         offset_map,
         data_start: data_start.unwrap_or(1024),
-        entry_func: entry.map(|_| thunk_base + plan.thunks.len() as u32),
+        entry_func: entry.map(|_| entry_func),
     })
 }
 

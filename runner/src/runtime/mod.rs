@@ -1166,7 +1166,7 @@ type ThreadEntry = TypedFunc<(i32, i32, i32), ()>;
 /// A worker made ready for a thread, and how its thread starts: with the
 /// budget of its first slice for `Worker::thread_entry` to set, or (None)
 /// with its globals and budget already set by the host.
-type Ready = (Worker, Option<i32>);
+type Prepared = (Worker, Option<i32>);
 
 struct Executor<'p> {
     program: &'p Program,
@@ -1225,7 +1225,7 @@ impl Executor<'_> {
     /// first slice's budget. A thread that starts through
     /// `Worker::thread_entry` gets that budget to pass to it instead: the
     /// entry sets the globals and the budget itself.
-    fn worker(&mut self, tid: Tid) -> Result<Ready> {
+    fn worker(&mut self, tid: Tid) -> Result<Prepared> {
         let reused = if self.program.reuse {
             self.slot.reuse()
         } else {
@@ -1242,6 +1242,11 @@ impl Executor<'_> {
             }
             None => self.instantiate(tid)?,
         };
+        if tid != 0 && w.thread_entry.is_some() {
+            // The entry puts the globals back and sets the budget.
+            let budget = self.run.get().next_budget();
+            return Ok((w, Some(budget)));
+        }
         // Only the instance whose start function initialised the memory
         // (wasm-ld's `__wasm_init_memory`, which also points the main
         // thread's `__tls_base` at the static TLS block) has the globals a
@@ -1250,11 +1255,6 @@ impl Executor<'_> {
         let main = (tid == 0 && self.program.reuse)
             .then(|| self.program.main_globals.get())
             .flatten();
-        if tid != 0 && w.thread_entry.is_some() {
-            // The entry puts the globals back and sets the budget.
-            let budget = self.run.get().next_budget();
-            return Ok((w, Some(budget)));
-        }
         for (i, (g, v)) in w.globals.iter().enumerate() {
             let v = match main {
                 Some(vals) => vals[i],
