@@ -471,14 +471,14 @@ impl Hunt<'_> {
                 if !followed && report.incidental.is_some() {
                     continue;
                 }
-                run.replay = Some(plan_run::write_replay(
+                plan_run::write_replay(
                     &self.out,
                     self.target,
                     self.program,
                     &plan,
                     &self.base,
-                    &run,
-                )?);
+                    &mut run,
+                )?;
                 if followed {
                     hit = Some(run);
                     break;

@@ -216,15 +216,16 @@ pub fn stall_text(plan: &Plan, p: &PlanProgress) -> Option<String> {
 }
 
 /// Writes the replay file of a triggering run (re-run with diagnostics on,
-/// which never changes decisions).
+/// which never changes decisions) into `r.replay`, and gives the run the
+/// re-run's verdict: the one the replay records, told with whole stacks.
 pub fn write_replay(
     out: &Path,
     t: &target::Target,
     program: &Program,
     plan: &Arc<Plan>,
     base: &RunConfig,
-    r: &PlanRun,
-) -> Result<PathBuf> {
+    r: &mut PlanRun,
+) -> Result<()> {
     let cfg = RunConfig {
         seed: r.seed,
         diagnostics: true,
@@ -252,7 +253,9 @@ pub fn write_replay(
     );
     let path = out.join(name);
     crate::reproduce::save(&path, &mut file, &t.bytes)?;
-    Ok(path)
+    r.replay = Some(path);
+    r.result.verdict = detailed.verdict;
+    Ok(())
 }
 
 /// What to run: a validated-on-load plan file against a loaded target.
@@ -343,9 +346,7 @@ impl Prepared<'_> {
                 replay: None,
             };
             if ending == Ending::Triggered {
-                run.replay = Some(write_replay(
-                    &s.out, s.target, s.program, &plan, &s.base, &run,
-                )?);
+                write_replay(&s.out, s.target, s.program, &plan, &s.base, &mut run)?;
             }
             on_run(&run);
             runs.push(run);

@@ -118,14 +118,32 @@ fn bundled_plans_trigger_their_bugs() {
             "--out",
             &out.path().display().to_string(),
         ]);
-        (o, kind.to_string(), *n)
+        let replay = std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with("-seed0.toml"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .unwrap_or_default();
+        (o, replay, kind.to_string(), *n)
     });
-    for (o, kind, n) in results {
+    for (o, replay, kind, n) in results {
         let s = text(&o.stdout);
         assert_eq!(o.status.code(), Some(0), "{s}\n{}", text(&o.stderr));
         let first = s.lines().find(|l| l.starts_with("seed 0:")).expect(&s);
         assert!(first.contains(&format!("triggered ({kind}")), "{s}");
         assert!(first.contains(&format!("κS {n}/{n}")), "{s}");
+        // The verdict printed is the one the replay records, told with
+        // user frames, not the C library's.
+        let printed = s
+            .lines()
+            .find_map(|l| l.strip_prefix("first triggering run: seed 0: "))
+            .expect(&s);
+        let recorded = replay
+            .lines()
+            .find_map(|l| l.strip_prefix("summary = "))
+            .expect(&replay);
+        assert_eq!(format!("{printed:?}"), recorded, "{s}");
+        assert!(!printed.contains("__wasilibc"), "{s}");
     }
 }
 
@@ -575,6 +593,13 @@ fn hunt_turns_observations_into_plans_that_trigger_the_bug() {
         "{stdout}"
     );
     assert!(stdout.contains("deadlock"), "{stdout}");
+    // Every thread waits at its user call, in the observations' note and in
+    // the triggering run alike.
+    assert!(
+        stdout.contains("waits at main (ring_deadlock.c:"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("__wasilibc"), "{stdout}");
     let plan = stdout
         .lines()
         .find_map(|l| l.trim().strip_prefix("plan: heddle plan "))

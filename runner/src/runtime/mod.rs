@@ -861,7 +861,11 @@ impl Program {
                 let tid = i as Tid;
                 let mut stack = self.symbolize(&t.block_stack);
                 if stack.is_empty() {
-                    if let Some(s) = self.sites.site(t.block_site) {
+                    // No stack was captured (a fast run of a lock or join
+                    // call): the call's site stands for it, as the innermost
+                    // user frame of a captured stack would.
+                    let at = t.wants.map_or(t.block_site, |(_, s)| s);
+                    if let Some(s) = self.sites.site(at) {
                         stack.push(Frame {
                             function: Some(s.func_name.clone()),
                             loc: s.loc.clone(),
