@@ -1439,3 +1439,57 @@ fn a_reused_instance_starts_threads_with_fresh_globals() {
     };
     assert_passes(&p, &base, 0..40, "globals of a reused instance");
 }
+
+/// A run's WASI context is kept for the next run on the same memory only
+/// while the guest leaves it as built: here every run writes its arguments
+/// and "out" to stdout and "err" to stderr, and a run with two arguments
+/// then moves stderr over stdout (`fd_renumber(2, 1)`); the next run still
+/// finds both where they were. A run with other arguments gets them.
+#[test]
+fn a_run_finds_its_wasi_descriptors_and_arguments_as_built() {
+    let bytes = wat::parse_str(
+        r#"(module
+          (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "args_get" (func $args (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_renumber" (func $renumber (param i32 i32) (result i32)))
+          (import "env" "memory" (memory 1 1 shared))
+          (export "memory" (memory 0))
+          (data (i32.const 9216) "out\n")
+          (data (i32.const 9224) "err\n")
+          (func $print (param $fd i32) (param $ptr i32) (param $len i32)
+            (i32.store (i32.const 8192) (local.get $ptr))
+            (i32.store (i32.const 8196) (local.get $len))
+            (drop (call $write (local.get $fd) (i32.const 8192) (i32.const 1) (i32.const 8200))))
+          (func (export "_start")
+            (drop (call $sizes (i32.const 8208) (i32.const 8212)))
+            (drop (call $args (i32.const 8256) (i32.const 8448)))
+            (call $print (i32.const 1) (i32.const 8448) (i32.load (i32.const 8212)))
+            (call $print (i32.const 1) (i32.const 9216) (i32.const 4))
+            (call $print (i32.const 2) (i32.const 9224) (i32.const 4))
+            (if (i32.gt_u (i32.load (i32.const 8208)) (i32.const 2))
+              (then (drop (call $renumber (i32.const 2) (i32.const 1)))))))"#,
+    )
+    .expect("valid wat");
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    assert!(p.reuses_instances());
+    let runs: [&[&str]; 6] = [
+        &["a", "b"],
+        &["a", "b"],
+        &["c"],
+        &["c"],
+        &["d"],
+        &["a", "b"],
+    ];
+    for (seed, args) in runs.into_iter().enumerate() {
+        let cfg = RunConfig {
+            seed: seed as u64,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..RunConfig::default()
+        };
+        let r = p.run(&cfg).expect("run");
+        let want = format!("target\0{}\0out\n", args.join("\0"));
+        assert_eq!(text(&r.stdout), want, "seed {seed}: {:?}", r.verdict);
+        assert_eq!(text(&r.stderr), "err\n", "seed {seed}");
+    }
+}

@@ -457,6 +457,7 @@ impl Program {
             pre,
             idle: Vec::new(),
             scratch: Default::default(),
+            wasi: None,
         })
     }
 
@@ -563,19 +564,23 @@ impl Program {
             cfg.seed,
             scratch,
         ));
-        let output = wasi::Output::default();
-        let wasi = wasi::context("target", &cfg.args, &cfg.env, &cfg.grants, &output)?;
+        let session =
+            wasi::Session::reuse(slot.wasi.take(), "target", &cfg.args, &cfg.env, &cfg.grants)?;
 
         let mut exec = Executor {
             program: self,
             run: run.clone(),
-            wasi,
+            wasi: session.ctx.clone(),
             slot,
             threads: Vec::new(),
         };
         exec.start()?;
         let end = exec.drive();
         let mut slot = exec.close();
+        let (stdout, stderr) = session.output.take();
+        if self.reuse && session.as_built() {
+            slot.wasi = Some(session);
+        }
         let mut st = run
             .take()
             .ok_or_else(|| crate::internal!("run state taken twice"))?;
@@ -583,7 +588,6 @@ impl Program {
             self.return_slot(slot, st.mem_high);
             return Err(sched::StrategyFailed(failure).into());
         }
-        let (stdout, stderr) = output.take();
         let used = st.mem_high;
         let observed = observe
             .iter()
@@ -1117,6 +1121,8 @@ struct Slot {
     idle: Vec<Worker>,
     /// The buffers the last run on this memory left.
     scratch: state::Scratch,
+    /// The last run's WASI context, if the next may use it.
+    wasi: Option<wasi::Session>,
 }
 
 impl Slot {

@@ -61,6 +61,64 @@ impl Output {
     }
 }
 
+/// A run's WASI context and the output buffers its stdout and stderr write
+/// to. Without a granted directory it is kept for the next run on the same
+/// memory with the same arguments and environment ([`Session::reuse`]),
+/// once [`Session::as_built`] holds.
+pub struct Session {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    /// Built without a granted directory.
+    bare: bool,
+    pub ctx: WasiCtx,
+    pub output: Output,
+}
+
+impl Session {
+    /// A context as [`context`] builds it, with new buffers.
+    pub fn new(
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        grants: &[Grant],
+    ) -> Result<Session> {
+        let output = Output::default();
+        let ctx = context(program, args, env, grants, &output)?;
+        Ok(Session {
+            args: args.to_vec(),
+            env: env.to_vec(),
+            bare: grants.is_empty(),
+            ctx,
+            output,
+        })
+    }
+
+    /// `kept` if a run with these arguments, environment and grants may
+    /// use it, else a new session.
+    pub fn reuse(
+        kept: Option<Session>,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        grants: &[Grant],
+    ) -> Result<Session> {
+        match kept {
+            Some(s) if s.bare && grants.is_empty() && s.args == args && s.env == env => Ok(s),
+            _ => Session::new(program, args, env, grants),
+        }
+    }
+
+    /// Whether the context is as built, so that a later run cannot tell it
+    /// from a new one: no directory was granted, so the guest could open no
+    /// descriptor (`path_open` needs a directory, `sock_accept` a socket),
+    /// and it closed or renumbered none of 0, 1 and 2 (a renumbering
+    /// removes its source). The pipes behind them keep no state but the
+    /// output buffers, which [`Output::take`] empties.
+    pub fn as_built(&self) -> bool {
+        self.bare && (0..3).all(|fd| self.ctx.table().contains_key(fd))
+    }
+}
+
 /// A fresh WASI context for a run: fixed args/env, empty stdin, captured
 /// output, no filesystem unless granted.
 pub fn context(
