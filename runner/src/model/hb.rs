@@ -129,9 +129,9 @@ struct VarState {
 }
 
 /// Fx hash (rustc's): fast for integer keys, and deterministic. The maps
-/// are iterated only to hand their clocks' buffers to [`Detector::spare`]
-/// (emptied, so only capacity moves), so their order cannot leak into a
-/// run.
+/// are iterated only to hand their clocks' buffers and read lists to
+/// [`Detector::spare`] and [`Detector::spare_reads`] (emptied, so only
+/// capacity moves), so their order cannot leak into a run.
 #[derive(Default)]
 struct FxHasher(u64);
 
@@ -168,6 +168,9 @@ pub struct Detector {
     /// hundred-entry clock per thread and per synchronising word). Only
     /// their capacity carries over: a reused buffer starts empty.
     spare: Vec<Vec<u32>>,
+    /// Read lists of words an earlier run or a reset dropped, emptied, for
+    /// the words accessed next (as [`Detector::spare`] for clocks).
+    spare_reads: Vec<Vec<Access>>,
 }
 
 /// The release clock of an atomic location.
@@ -219,6 +222,14 @@ fn sync_clock<'a>(
 /// Most buffers [`Detector::spare`] keeps.
 const MAX_SPARE_CLOCKS: usize = 1 << 16;
 
+/// Keeps the buffer of a dropped read list, emptied, within the same bound.
+fn keep_reads(spare: &mut Vec<Vec<Access>>, mut reads: Vec<Access>) {
+    if reads.capacity() > 0 && spare.len() < MAX_SPARE_CLOCKS {
+        reads.clear();
+        spare.push(reads);
+    }
+}
+
 /// A new, empty clock, in a spare buffer when there is one.
 fn fresh(spare: &mut Vec<Vec<u32>>) -> VectorClock {
     VectorClock(spare.pop().unwrap_or_default())
@@ -250,7 +261,9 @@ impl Detector {
                 self.spare.push(v);
             }
         }
-        self.vars.clear();
+        for (_, v) in self.vars.drain() {
+            keep_reads(&mut self.spare_reads, v.reads);
+        }
         self.thread(0);
     }
 
@@ -368,11 +381,20 @@ impl Detector {
             return;
         }
         let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
+        let spare = &mut self.spare_reads;
         if (last - first) as usize > self.vars.len() {
-            self.vars.retain(|w, _| *w < first || *w > last);
+            self.vars.retain(|w, v| {
+                let keep = *w < first || *w > last;
+                if !keep {
+                    keep_reads(spare, std::mem::take(&mut v.reads));
+                }
+                keep
+            });
         } else {
             for w in first..=last {
-                self.vars.remove(&w);
+                if let Some(v) = self.vars.remove(&w) {
+                    keep_reads(spare, v.reads);
+                }
             }
         }
     }
@@ -431,7 +453,11 @@ impl Detector {
             write,
         };
         let ordered = |a: &Access| a.tid == t || a.clock <= tc.get(a.tid);
-        let state = self.vars.entry(w).or_default();
+        let spare = &mut self.spare_reads;
+        let state = self.vars.entry(w).or_insert_with(|| VarState {
+            write: None,
+            reads: spare.pop().unwrap_or_default(),
+        });
         // Fast path: this thread already wrote the word in this epoch.
         if let Some(prev) = &state.write {
             if prev.tid == t && prev.clock == clock && state.reads.is_empty() {
@@ -493,6 +519,10 @@ mod tests {
                     2 => d.acquire(t, w + 64),
                     _ => races.extend(d.access(t, w + 128, 4, i % 8 == 3, 0, i as u64)),
                 }
+                if i == 150 {
+                    // Fresh memory: its words' read lists become spares.
+                    d.reset(128, 16);
+                }
             }
             for t in 1..9 {
                 d.finish(t);
@@ -507,6 +537,7 @@ mod tests {
         for _ in 0..3 {
             reused.clear();
             assert!(!reused.spare.is_empty());
+            assert!(!reused.spare_reads.is_empty());
             assert_eq!(ops(&mut reused), ops(&mut Detector::new()));
         }
         assert_eq!(ops(&mut Detector::new()), first);

@@ -323,9 +323,8 @@ impl MemCheck {
 
     /// Fills the redzones of the new block `b` with [`POISON`].
     pub fn poison(memory: GuestMemory<'_>, b: &HeapBlock) {
-        let poison = vec![POISON; b.redzone as usize];
-        memory.write(b.real_start(), &poison);
-        memory.write(b.start + b.size, &poison);
+        memory.fill(b.real_start(), b.redzone, POISON);
+        memory.fill(b.start + b.size, b.redzone, POISON);
     }
 
     /// With diagnostics: the stack of the allocation that returned the

@@ -101,6 +101,19 @@ impl<'a> GuestMemory<'a> {
         true
     }
 
+    /// Sets `[addr, addr + len)` to `byte`; false (and nothing written) when
+    /// out of bounds.
+    pub fn fill(&self, addr: u32, len: u32, byte: u8) -> bool {
+        let Some(r) = self.range(addr, len as usize) else {
+            return false;
+        };
+        for i in r {
+            // SAFETY: the `serialized` contract.
+            unsafe { *self.data[i].get() = byte };
+        }
+        true
+    }
+
     /// Makes the first `len` bytes (clamped to the memory) equal to `image`
     /// followed by zeros. Only the 4 KiB blocks that differ are written: a
     /// run dirties few of the pages it can reach (thread stacks are mostly
@@ -212,6 +225,9 @@ mod tests {
         assert_eq!(m.read(15, 2), None);
         assert!(!m.write(15, b"ab"));
         assert!(m.all(6, 10, 0) && !m.all(2, 2, 0) && !m.all(10, 10, 0));
+        assert!(m.fill(12, 3, 0xaa) && m.all(12, 3, 0xaa) && m.all(15, 1, 0));
+        assert!(!m.fill(14, 3, 0xbb) && m.all(14, 1, 0xaa));
+        assert!(m.fill(12, 3, 0));
         assert_eq!(concurrent_cstr(&cells, 2, 1), "h");
         assert_eq!(concurrent_cstr(&cells, 2, 100), "hi");
         assert_eq!(m.image(16), b"\0\0hi\0x");
