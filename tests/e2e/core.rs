@@ -1493,3 +1493,26 @@ fn a_run_finds_its_wasi_descriptors_and_arguments_as_built() {
         assert_eq!(text(&r.stderr), "err\n", "seed {seed}");
     }
 }
+
+/// An error a host function returns is named in the run's verdict by what
+/// it says, not by the backtrace wasmtime wraps it in: a module that calls
+/// WASI without exporting its memory.
+#[test]
+fn a_host_error_is_named_in_the_verdict() {
+    let bytes = wat::parse_str(
+        r#"(module
+          (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+          (import "env" "memory" (memory 1 1 shared))
+          (func (export "_start")
+            (drop (call $sizes (i32.const 8192) (i32.const 8196)))))"#,
+    )
+    .expect("valid wat");
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let r = p.run(&RunConfig::default()).expect("run");
+    match &r.verdict {
+        Verdict::Trap { message, .. } => {
+            assert_eq!(message, "missing required memory export", "{:?}", r.verdict)
+        }
+        v => panic!("expected a trap, got {v:?}"),
+    }
+}

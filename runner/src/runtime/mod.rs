@@ -1535,7 +1535,16 @@ impl Executor<'_> {
                     .unwrap_or_default();
                 let message = match e.downcast_ref::<wasmtime::Trap>() {
                     Some(t) => t.to_string(),
-                    None => format!("{e:#}").lines().next().unwrap_or("").to_string(),
+                    // The error and its causes, without the backtrace
+                    // wasmtime wraps a host function's error in.
+                    None => e
+                        .chain()
+                        .skip(usize::from(
+                            e.downcast_ref::<wasmtime::WasmBacktrace>().is_some(),
+                        ))
+                        .filter_map(|c| c.to_string().lines().next().map(str::to_string))
+                        .collect::<Vec<_>>()
+                        .join(": "),
                 };
                 Some(Ended::Trap {
                     tid,
