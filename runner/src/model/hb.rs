@@ -219,7 +219,7 @@ fn sync_clock<'a>(
     })
 }
 
-/// Most buffers [`Detector::spare`] keeps.
+/// Most buffers [`Detector::spare`] keeps, and most read lists [`Detector::spare_reads`] keeps.
 const MAX_SPARE_CLOCKS: usize = 1 << 16;
 
 /// Keeps the buffer of a dropped read list, emptied, within the same bound.
