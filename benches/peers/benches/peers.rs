@@ -16,8 +16,11 @@
 //!
 //! Environment: `HEDDLE` (the binary; default `<target dir>/release/heddle`,
 //! built with `cargo build --release -p heddle` if missing), `PEERS_ROUNDS`,
-//! `PEERS_SECS`, and `PEERS_WRITE=1` to rewrite the part of
-//! `benches/RESULTS.md` between the `peers:begin`/`peers:end` markers.
+//! `PEERS_SECS`, `PEERS_HEDDLE_ARGS` (more `fuzz` flags for heddle, split at
+//! whitespace, e.g. `--races off --memcheck off`: what each checker costs
+//! against the same shuttle figures), and `PEERS_WRITE=1` to rewrite the part
+//! of `benches/RESULTS.md` between the `peers:begin`/`peers:end` markers
+//! (with heddle's defaults only).
 
 #[path = "../shuttle_programs.rs"]
 mod shuttle_programs;
@@ -53,6 +56,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 struct Peers {
     heddle: PathBuf,
     out: PathBuf,
+    /// `PEERS_HEDDLE_ARGS`: flags added to every `heddle fuzz`.
+    extra: Vec<String>,
 }
 
 impl Peers {
@@ -69,6 +74,7 @@ impl Peers {
         cmd.args(["--quiet", "--runs", &runs.to_string()])
             .args(["--jobs", "1", "--strategy", "random", "--out"])
             .arg(&self.out)
+            .args(&self.extra)
             .arg("--")
             .args(case.args);
         let o = cmd.output().expect("run heddle");
@@ -161,9 +167,30 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     let rounds: usize = env_or("PEERS_ROUNDS", 5).max(1);
     let secs: f64 = env_or("PEERS_SECS", 1.0);
+    let extra: Vec<String> = std::env::var("PEERS_HEDDLE_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let write = std::env::var("PEERS_WRITE").as_deref() == Ok("1");
+    if write && !extra.is_empty() {
+        eprintln!("peers: PEERS_WRITE=1 records heddle's defaults only; unset PEERS_HEDDLE_ARGS");
+        std::process::exit(2);
+    }
     let peers = Peers {
         heddle: heddle_binary(),
         out: std::env::temp_dir().join(format!("heddle-peers-{}", std::process::id())),
+        extra,
+    };
+    let flags = if peers.extra.is_empty() {
+        "with its defaults (granularity `all`, memory checker and race detector on; \
+         its own runs/s, without process start and compilation)"
+            .to_string()
+    } else {
+        format!(
+            "with `{}` (its own runs/s, without process start and compilation)",
+            peers.extra.join(" ")
+        )
     };
     let started = today();
     let mut rows = Vec::new();
@@ -224,9 +251,7 @@ fn main() {
     let text = format!(
         "Measured {started} on {} — {rounds} rounds of about {secs} s per tool per \
          program, alternating which goes first; both on one core: heddle \
-         `fuzz --strategy random --jobs 1` with its defaults (granularity `all`, \
-         memory checker and race detector on; its own runs/s, without process \
-         start and compilation), shuttle 0.9 `RandomScheduler` on one thread \
+         `fuzz --strategy random --jobs 1` {flags}, shuttle 0.9 `RandomScheduler` on one thread \
          (release build; it switches only at its sync and thread calls).\n\n{}\n\
          Scheduling points per run (heddle: every yield point its host saw, \
          the decisions among them with more than one thread to choose from, \
@@ -240,7 +265,7 @@ fn main() {
     );
     println!("{text}");
 
-    if std::env::var("PEERS_WRITE").as_deref() == Ok("1") {
+    if write {
         let path = root().join("benches/RESULTS.md");
         let old = std::fs::read_to_string(&path).unwrap_or_default();
         let new = replace_section(
