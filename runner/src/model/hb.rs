@@ -158,6 +158,9 @@ type Fx = BuildHasherDefault<FxHasher>;
 #[derive(Debug, Default, Clone)]
 pub struct Detector {
     threads: Vec<VectorClock>,
+    /// Per thread, how many joins into its clock there have been: between
+    /// two joins a thread's clock changes only in its own entry.
+    joins: Vec<u32>,
     /// Release clocks of atomic locations (by word).
     sync: HashMap<u32, SyncClock, Fx>,
     vars: HashMap<u32, VarState, Fx>,
@@ -178,15 +181,16 @@ pub struct Detector {
 struct SyncClock {
     clock: VectorClock,
     /// `clock` is exactly the clock thread `.0` had when its epoch `.1`
-    /// ended: a release copied it and the thread ticked right after (no
-    /// other thread's release has joined in since).
+    /// ended, after its join number `.2` (see [`Detector::joins`]): a
+    /// release copied it and the thread ticked right after (no other
+    /// thread's release has joined in since).
     ///
     /// Then a thread whose clock's entry for `.0` is past `.1` (or thread
     /// `.0` itself) already holds all of `clock`: every entry a clock has
     /// for a thread came, through joins, from that thread's own clock at a
     /// time it had that entry, and a thread's clock only grows. The join
     /// an acquire would make changes nothing and is skipped.
-    owner: Option<(Tid, u32)>,
+    owner: Option<(Tid, u32, u32)>,
 }
 
 impl SyncClock {
@@ -197,13 +201,21 @@ impl SyncClock {
         self.clock.0.is_empty()
             || self
                 .owner
-                .is_some_and(|(u, epoch)| u == t || c.get(u) > epoch)
+                .is_some_and(|(u, epoch, _)| u == t || c.get(u) > epoch)
     }
 
-    /// Becomes a copy of `c`, thread `t`'s clock, just before `t` ticks.
-    fn copy_of(&mut self, t: Tid, c: &VectorClock) {
-        self.clock.0.clone_from(&c.0);
-        self.owner = Some((t, c.get(t)));
+    /// Becomes a copy of `c`, thread `t`'s clock after its join number
+    /// `joins`, just before `t` ticks. When it already is a copy of `t`'s
+    /// clock after the same join, the two differ only in `t`'s own entry
+    /// (a thread's clock changes only by joins and its own ticks), which
+    /// is all that is copied.
+    fn copy_of(&mut self, t: Tid, c: &VectorClock, joins: u32) {
+        let own = c.get(t);
+        match self.owner {
+            Some((u, _, j)) if u == t && j == joins => self.clock.0[t as usize] = own,
+            _ => self.clock.0.clone_from(&c.0),
+        }
+        self.owner = Some((t, own, joins));
     }
 }
 
@@ -264,17 +276,28 @@ impl Detector {
         for (_, v) in self.vars.drain() {
             keep_reads(&mut self.spare_reads, v.reads);
         }
+        self.joins.clear();
         self.thread(0);
     }
 
+    #[inline]
     fn thread(&mut self, t: Tid) -> &mut VectorClock {
+        if self.threads.len() <= t as usize {
+            self.add_threads(t);
+        }
+        &mut self.threads[t as usize]
+    }
+
+    /// Creates the clocks of threads up to `t`.
+    #[cold]
+    fn add_threads(&mut self, t: Tid) {
         while self.threads.len() <= t as usize {
             let n = self.threads.len() as Tid;
             let mut c = fresh(&mut self.spare);
             c.set(n, 1);
             self.threads.push(c);
+            self.joins.push(0);
         }
-        &mut self.threads[t as usize]
     }
 
     /// Joins thread `from`'s clock into thread `into`'s (both exist).
@@ -283,6 +306,7 @@ impl Detector {
         if i == f {
             return;
         }
+        self.joins[i] += 1;
         let (lo, hi) = self.threads.split_at_mut(i.max(f));
         let (c, target) = if f < i {
             (&lo[f], &mut hi[0])
@@ -312,6 +336,7 @@ impl Detector {
             let c = &mut self.threads[t as usize];
             if !l.covered_by(t, c) {
                 c.join(&l.clock);
+                self.joins[t as usize] += 1;
             }
         }
     }
@@ -323,7 +348,7 @@ impl Detector {
         let l = sync_clock(&mut self.sync, &mut self.spare, addr);
         if l.covered_by(t, c) {
             // The join would give `c` itself.
-            l.copy_of(t, c);
+            l.copy_of(t, c, self.joins[t as usize]);
         } else {
             l.clock.join(c);
             l.owner = None;
@@ -339,10 +364,12 @@ impl Detector {
         self.thread(t);
         let c = &mut self.threads[t as usize];
         let l = sync_clock(&mut self.sync, &mut self.spare, addr);
+        let joins = &mut self.joins[t as usize];
         if !l.covered_by(t, c) {
             c.join(&l.clock);
+            *joins += 1;
         }
-        l.copy_of(t, c);
+        l.copy_of(t, c, *joins);
         self.tick(t);
     }
 
@@ -363,7 +390,10 @@ impl Detector {
     pub fn join_thread(&mut self, joiner: Tid, joined: Tid) {
         self.thread(joiner.max(joined));
         match self.finished.get(joined as usize) {
-            Some(Some(c)) => self.threads[joiner as usize].join(c),
+            Some(Some(c)) => {
+                self.threads[joiner as usize].join(c);
+                self.joins[joiner as usize] += 1;
+            }
             _ => self.join_threads(joiner, joined),
         }
     }
@@ -663,6 +693,12 @@ mod tests {
                 let mine = d.threads.get(i).cloned().unwrap_or_default();
                 for k in 0..c.0.len().max(mine.0.len()) {
                     assert_eq!(mine.get(k as Tid), c.get(k as Tid), "thread {i} entry {k}");
+                }
+            }
+            for (w, c) in &p.sync {
+                let mine = &d.sync[w].clock;
+                for k in 0..c.0.len().max(mine.0.len()) {
+                    assert_eq!(mine.get(k as Tid), c.get(k as Tid), "word {w} entry {k}");
                 }
             }
         }
