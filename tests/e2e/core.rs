@@ -1262,7 +1262,8 @@ fn default_mutexes_are_taken_inline_and_the_other_kinds_by_the_library() {
 /// creation, start and exit, musl's `__lock`, a condition variable's waiter
 /// list), its synchronisation code's notifies and futex waits, and the
 /// calls that create a thread up to the spawn's return, are yield points
-/// without a decision: no thread is ever switched to or from there. The
+/// without a decision (or, for most of those atomics, no yield points at
+/// all): no thread is ever switched to or from there. The
 /// atomics of the other synchronisation objects a program passes in
 /// (mutexes, spin locks, semaphores, barriers, rwlocks, once controls) keep
 /// theirs.
@@ -1302,8 +1303,28 @@ fn the_c_librarys_bookkeeping_makes_no_decision() {
             assert!(!s.private, "{s:?}");
         }
     }
+    // The allocator's atomics are no yield points at all while the memory
+    // checker's allocation hooks are in (`sites::unseen_library_atomic`);
+    // without them they are private ones.
+    let in_dlmalloc = |p: &Program| {
+        p.sites
+            .sites
+            .iter()
+            .filter(|s| s.func_name == "dlmalloc" && s.atomic)
+            .map(|s| s.private)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(in_dlmalloc(&p), Vec::<bool>::new());
+    let unchecked = heddle::instrument::Config {
+        memcheck: Some(false),
+        ..heddle::instrument::Config::default()
+    };
+    let without = in_dlmalloc(&Program::new(&bytes, &unchecked).expect("program"));
+    assert!(
+        !without.is_empty() && without.iter().all(|&p| p),
+        "{without:?}"
+    );
     for f in [
-        "dlmalloc",
         "__pthread_create",
         "__wasi_thread_start_C",
         "wasi_thread_start",

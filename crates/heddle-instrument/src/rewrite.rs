@@ -11,8 +11,8 @@
 use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
 use super::sites::{
-    decides_nothing, inline_mutex_op, FuncInfo, OffsetRun, Site, SiteKind, MUTEX_LOCK_WORD,
-    MUTEX_TAKEN,
+    decides_nothing, inline_mutex_op, unseen_library_atomic, FuncInfo, OffsetRun, Site, SiteKind,
+    MUTEX_LOCK_WORD, MUTEX_TAKEN,
 };
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
@@ -1752,6 +1752,16 @@ fn rewrite_body<'a>(
         }
     };
     let is_user_op = |offset: usize| !matches!(owner(offset), Owner::Library);
+    // A library compare-exchange that takes a lock ([`Site::takes_lock`]).
+    let takes_lock = |kind: SiteKind, func_name: &str, offset: usize| {
+        kind == SiteKind::Cmpxchg
+            && (func_name.trim_start_matches('_') == "pthread_mutex_lock"
+                || debug
+                    .frames(offset as u64)
+                    .first()
+                    .and_then(|f| f.function.as_deref())
+                    == Some("__tl_lock"))
+    };
     let new_site = |sites: &mut Vec<Site>,
                     kind: SiteKind,
                     atomic: bool,
@@ -1775,14 +1785,7 @@ fn rewrite_body<'a>(
                 ctx.name.to_string(),
             ),
         };
-        let takes_lock = kind == SiteKind::Cmpxchg
-            && !user
-            && (func_name.trim_start_matches('_') == "pthread_mutex_lock"
-                || debug
-                    .frames(offset as u64)
-                    .first()
-                    .and_then(|f| f.function.as_deref())
-                    == Some("__tl_lock"));
+        let takes_lock = !user && takes_lock(kind, &func_name, offset);
         let private = decides_nothing(kind, atomic, user, &func_name, callee.as_deref());
         sites.push(Site {
             id,
@@ -1900,7 +1903,17 @@ fn rewrite_body<'a>(
             // before it sleeps (without the yield point every contended
             // wait ends in a futex sleep and a wake: 12% fewer runs/s on
             // 100 threads).
-            Some(c) if c.is_sync() => true,
+            Some(c) if c.is_sync() => {
+                let kind = c.site_shape().0;
+                ctx.user
+                    || !unseen_library_atomic(
+                        kind,
+                        false,
+                        ctx.name,
+                        takes_lock(kind, ctx.name, offset),
+                        ctx.memcheck,
+                    )
+            }
             Some(_) => ctx.plain && !is_stack && is_user_op(offset),
         };
         // wait/notify never reach wasmtime: even in the start function they

@@ -223,7 +223,9 @@ pub fn decides_nothing(
 /// The order in which two threads pass through them is invisible to the
 /// program except through what they return, which the program's own next
 /// access orders; a scheduling decision in them only spends the strategy's
-/// switches where no bug can be. Their atomics stay yield points: they are
+/// switches where no bug can be. Most of their atomics are not even yield
+/// points ([`unseen_library_atomic`]); the rest (the thread-list lock's
+/// compare-exchange, and the allocator's without the memory checker) are
 /// recorded, checked and seen by the race detector.
 pub fn is_private_library_function(name: &str) -> bool {
     matches!(
@@ -246,6 +248,48 @@ pub fn is_private_library_function(name: &str) -> bool {
             | "pthread_cond_signal"
             | "pthread_cond_broadcast"
     )
+}
+
+/// Whether an atomic of the C library's own bookkeeping is left as it is,
+/// without a yield point: an atomic load, store, read-modify-write or fence
+/// (never a wait or a notify) in a function [`is_private_library_function`]
+/// names, in library code (`user` false), but
+/// - the compare-exchange that takes the thread-list lock (`takes_lock`,
+///   see [`Site::takes_lock`]): a thread that would wait for the held lock
+///   is kept from running there, and a parent holds the lock across the
+///   `thread-spawn` import, which is a yield point;
+/// - the allocator's, unless the memory checker's allocation hooks are in
+///   the module (`memcheck`): they tell the race detector that a block is
+///   fresh, which is what the allocator lock's edges would otherwise order.
+///
+/// Nothing else runs while such an atomic does, so the host would only
+/// count it, and where a lock word is held the scheduler reads from memory
+/// when it decides. The program sees the order in which two threads pass
+/// through this code only through what the calls return (see
+/// [`is_private_library_function`]); the race detector orders thread
+/// creation, exit and joins with edges of its own, and a wake by its
+/// notify. What is given up: these atomics are not in the trace nor in the
+/// deadlock diagnosis's word model, the memory checker does not check
+/// them, the race detector takes no edge from them, and DPOR does not see
+/// two threads' passes through this code as dependent.
+pub fn unseen_library_atomic(
+    kind: SiteKind,
+    user: bool,
+    func_name: &str,
+    takes_lock: bool,
+    memcheck: bool,
+) -> bool {
+    let allocator = matches!(
+        func_name,
+        "dlmalloc" | "dlfree" | "dlrealloc" | "dlcalloc" | "internal_memalign"
+    );
+    matches!(
+        kind,
+        SiteKind::Read | SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Fence
+    ) && !user
+        && !takes_lock
+        && is_private_library_function(func_name)
+        && (memcheck || !allocator)
 }
 
 /// The wasi-libc functions that implement synchronisation (pthread's
@@ -569,6 +613,48 @@ mod tests {
             true,
             "main",
             Some("__pthread_join")
+        ));
+    }
+
+    #[test]
+    fn only_the_c_librarys_bookkeeping_atomics_are_left_unseen() {
+        use SiteKind as K;
+        let unseen = |kind, user, func, takes_lock, memcheck| {
+            unseen_library_atomic(kind, user, func, takes_lock, memcheck)
+        };
+        for kind in [K::Read, K::Write, K::Rmw, K::Cmpxchg, K::Fence] {
+            assert!(unseen(kind, false, "__wasi_thread_start_C", false, true));
+            assert!(unseen(
+                kind,
+                false,
+                "__pthread_cond_timedwait",
+                false,
+                false
+            ));
+            assert!(unseen(kind, false, "dlmalloc", false, true));
+            // Without the allocation hooks the lock's edges order reuse.
+            assert!(!unseen(kind, false, "dlmalloc", false, false));
+            // The program's own atomics, and other library objects'.
+            assert!(!unseen(kind, true, "__wasi_thread_start_C", false, true));
+            assert!(!unseen(kind, false, "__pthread_mutex_lock", false, true));
+            assert!(!unseen(kind, false, "sem_post", false, true));
+        }
+        // Taking the thread-list lock stays a yield point.
+        assert!(!unseen(K::Cmpxchg, false, "__pthread_create", true, true));
+        // Waits and notifies always stay.
+        assert!(!unseen(
+            K::Wait,
+            false,
+            "__wasi_thread_start_C",
+            false,
+            true
+        ));
+        assert!(!unseen(
+            K::Notify,
+            false,
+            "__wasi_thread_start_C",
+            false,
+            true
         ));
     }
 

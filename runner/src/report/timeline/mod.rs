@@ -302,7 +302,7 @@ impl Timeline {
         let mut events = resolve::resolve_events(r, sites, all);
         let words = access::Words::of(r, sites, &origins);
         words.mark_shared(&mut events);
-        resolve::name_join_targets(&mut events);
+        resolve::name_join_targets(&r.thread_handles, &mut events);
         let threads = resolve::threads(r, origins.count(), &events);
 
         let run = Run {

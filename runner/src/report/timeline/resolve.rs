@@ -233,36 +233,17 @@ fn event_text(r: &RunResult, e: &Event, site: Option<&Site>, v: &str, spawned: T
     }
 }
 
-/// Takes the resolved events; makes each join say the thread it waits for
-/// (`join T2`) and drop its variable. The target is the spawned thread
-/// whose struct the join names: a child's first library accesses are to
-/// its own struct.
-pub(super) fn name_join_targets(events: &mut [Ev]) {
-    let mut child_addrs: BTreeMap<Tid, Vec<u32>> = BTreeMap::new();
-    for e in events.iter() {
-        if e.ev.tid != 0 && e.lib && e.ev.kind.is_access() {
-            let v = child_addrs.entry(e.ev.tid).or_default();
-            if v.len() < 4 {
-                v.push(e.ev.addr);
-            }
-        }
-    }
+/// Takes the run's `pthread_t` values of the threads it created
+/// ([`RunResult::thread_handles`]) and the resolved events; makes each join
+/// say the thread it waits for (`join T2`) and drop its variable. A join
+/// of a handle the run did not create (made outside user code) says
+/// `join`.
+pub(super) fn name_join_targets(handles: &[(u32, Tid)], events: &mut [Ev]) {
+    let handles: BTreeMap<u32, Tid> = handles.iter().copied().collect();
     for ev in events.iter_mut() {
         if ev.ev.kind == EventKind::Join {
-            let j = ev.ev.addr;
-            let target = child_addrs
-                .iter()
-                .filter_map(|(t, addrs)| {
-                    addrs
-                        .iter()
-                        .filter(|&&a| a >= j && a - j < 1024)
-                        .map(|&a| a - j)
-                        .min()
-                        .map(|d| (d, *t))
-                })
-                .min();
-            ev.text = match target {
-                Some((_, t)) => format!("join T{t}"),
+            ev.text = match handles.get(&ev.ev.addr) {
+                Some(t) => format!("join T{t}"),
                 None => "join".into(),
             };
             ev.var = None;
