@@ -228,25 +228,29 @@ pub fn decides_nothing(
 /// compare-exchange, and the allocator's without the memory checker) are
 /// recorded, checked and seen by the race detector.
 pub fn is_private_library_function(name: &str) -> bool {
+    is_allocator_function(name)
+        || matches!(
+            name,
+            "__pthread_create"
+                | "__wasi_thread_start_C"
+                | "wasi_thread_start"
+                | "__lock"
+                | "__unlock"
+                | "__tl_lock"
+                | "__tl_unlock"
+                | "__tl_sync"
+                | "__pthread_cond_timedwait"
+                | "__private_cond_signal"
+                | "pthread_cond_signal"
+                | "pthread_cond_broadcast"
+        )
+}
+
+/// dlmalloc's entry points in wasi-libc: the allocator's bookkeeping.
+fn is_allocator_function(name: &str) -> bool {
     matches!(
         name,
-        "dlmalloc"
-            | "dlfree"
-            | "dlrealloc"
-            | "dlcalloc"
-            | "internal_memalign"
-            | "__pthread_create"
-            | "__wasi_thread_start_C"
-            | "wasi_thread_start"
-            | "__lock"
-            | "__unlock"
-            | "__tl_lock"
-            | "__tl_unlock"
-            | "__tl_sync"
-            | "__pthread_cond_timedwait"
-            | "__private_cond_signal"
-            | "pthread_cond_signal"
-            | "pthread_cond_broadcast"
+        "dlmalloc" | "dlfree" | "dlrealloc" | "dlcalloc" | "internal_memalign"
     )
 }
 
@@ -279,17 +283,13 @@ pub fn unseen_library_atomic(
     takes_lock: bool,
     memcheck: bool,
 ) -> bool {
-    let allocator = matches!(
-        func_name,
-        "dlmalloc" | "dlfree" | "dlrealloc" | "dlcalloc" | "internal_memalign"
-    );
     matches!(
         kind,
         SiteKind::Read | SiteKind::Write | SiteKind::Rmw | SiteKind::Cmpxchg | SiteKind::Fence
     ) && !user
         && !takes_lock
         && is_private_library_function(func_name)
-        && (memcheck || !allocator)
+        && (memcheck || !is_allocator_function(func_name))
 }
 
 /// The wasi-libc functions that implement synchronisation (pthread's
