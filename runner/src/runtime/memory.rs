@@ -17,6 +17,57 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+/// Where a run's shared memory is and how long it is: what
+/// `SharedMemory::data` returns, kept by the run so that its many reads do
+/// not each call into wasmtime. A shared memory never moves, and a run's
+/// memory changes length only when the run grows it
+/// ([`MemorySpan::refresh`] after each growth).
+#[derive(Clone, Copy)]
+pub struct MemorySpan {
+    base: *const UnsafeCell<u8>,
+    len: usize,
+}
+
+// SAFETY: the span is an address and a length; using it to reach the memory
+// takes `GuestMemory::serialized`'s promise, and the run that holds it owns
+// the memory (a clone of its `SharedMemory`), so the address stays valid.
+unsafe impl Send for MemorySpan {}
+
+impl MemorySpan {
+    /// The span of `memory` as it is now.
+    pub fn of(memory: &wasmtime::SharedMemory) -> MemorySpan {
+        let data = memory.data();
+        MemorySpan {
+            base: data.as_ptr(),
+            len: data.len(),
+        }
+    }
+
+    /// Takes the new length of `memory` (the memory this span was taken of)
+    /// after it grew.
+    pub fn refresh(&mut self, memory: &wasmtime::SharedMemory) {
+        *self = MemorySpan::of(memory);
+        debug_assert!(std::ptr::eq(self.base, memory.data().as_ptr()));
+    }
+
+    /// The memory's length in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.len
+    }
+
+    /// The host's view of the memory.
+    ///
+    /// # Safety
+    /// The memory the span was taken of is alive (the caller holds it), and
+    /// `GuestMemory::serialized`'s contract holds while the view is used.
+    pub unsafe fn serialized<'a>(&self) -> GuestMemory<'a> {
+        // SAFETY: a shared memory never moves and never shrinks, so the
+        // span's bytes stay inside it while it is alive (the caller's
+        // promise); the rest is `serialized`'s contract.
+        unsafe { GuestMemory::serialized(std::slice::from_raw_parts(self.base, self.len)) }
+    }
+}
+
 /// The host's view of a run's guest memory while no guest thread runs
 /// (see the module documentation).
 #[derive(Clone, Copy)]

@@ -15,7 +15,7 @@
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
-use super::memory::GuestMemory;
+use super::memory::{GuestMemory, MemorySpan};
 use super::races::Races;
 use super::ready::ReadySets;
 use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
@@ -266,6 +266,14 @@ fn guest(memory: &SharedMemory) -> GuestMemory<'_> {
     // thread, and none is running while the host runs (the scheduler's
     // invariant), so the host's accesses never overlap a guest's.
     unsafe { GuestMemory::serialized(memory.data()) }
+}
+
+/// [`guest`] through the run's [`MemorySpan`] of its memory.
+#[inline]
+fn guest_span(span: &MemorySpan) -> GuestMemory<'_> {
+    // SAFETY: the run holds the memory the span was taken of (its `memory`)
+    // and refreshes the span when it grows it; for the rest, as `guest`.
+    unsafe { span.serialized() }
 }
 
 /// The lock word `p` is about to take, if another thread holds it: a
@@ -574,6 +582,8 @@ pub struct RunState {
     /// (`Executor::close`): their pending host calls fail.
     pub closed: bool,
     pub memory: SharedMemory,
+    /// Where `memory` is and how long it is now.
+    span: MemorySpan,
     pub sites: Arc<SiteTable>,
     /// `sites` packed for the hot path.
     pub info: Arc<[SiteInfo]>,
@@ -701,6 +711,7 @@ impl RunState {
             sched,
             outcome: None,
             closed: false,
+            span: MemorySpan::of(&memory),
             memory,
             sites,
             info,
@@ -1087,7 +1098,7 @@ impl RunState {
             return;
         };
         for (addr, old) in before {
-            let Some(new) = guest(&self.memory).read_le(addr, 4).map(|v| v as u32) else {
+            let Some(new) = guest_span(&self.span).read_le(addr, 4).map(|v| v as u32) else {
                 continue;
             };
             if rmw {
@@ -1119,7 +1130,7 @@ impl RunState {
 
     /// The run's guest memory, for the host's reads and writes.
     pub fn guest(&self) -> GuestMemory<'_> {
-        guest(&self.memory)
+        guest_span(&self.span)
     }
 
     /// How many guarded yield points the current thread may skip from now
@@ -1133,7 +1144,7 @@ impl RunState {
     pub fn solo_window(&self) -> u32 {
         if !self.fast
             || self.ready.len() != 1
-            || self.memory.data().len() >> 16 != self.mem_pages as usize
+            || self.span.byte_len() >> 16 != self.mem_pages as usize
         {
             return 0;
         }
@@ -1239,7 +1250,7 @@ impl RunState {
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
-        let mem = guest(&self.memory);
+        let mem = guest_span(&self.span);
         // Each lock once: the lockers of a free one are candidates, those
         // of a held one wait.
         self.held.clear();
@@ -1659,7 +1670,7 @@ impl RunState {
         let at = self.origin(tid, site);
         let callee = self.sites.site(site).and_then(|s| s.callee.as_deref());
         let mem = self.mem.as_mut().expect("memcheck on");
-        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.memory))? {
+        if let Some(freed) = mem.alloc_args(callee, args, at, guest_span(&self.span))? {
             self.heap_event(tid, site, freed, 0);
         }
         Ok(())
@@ -1702,13 +1713,13 @@ impl RunState {
         let Some(mem) = self.mem.as_mut() else {
             return result;
         };
-        let (ret, block) = mem.alloc_post(result, at, guest(&self.memory));
+        let (ret, block) = mem.alloc_post(result, at, guest_span(&self.span));
         if let Some(b) = block {
             if let Some(races) = &mut self.races {
                 races.fresh(b.real_start(), b.size.saturating_add(2 * b.redzone));
             }
             self.heap_event(tid, site, b.start, b.size);
-            MemCheck::poison(guest(&self.memory), &b);
+            MemCheck::poison(guest_span(&self.span), &b);
         }
         ret
     }
@@ -1720,9 +1731,12 @@ impl RunState {
         let Some(new) = old.checked_add(delta).filter(|&n| n <= self.mem_max) else {
             return -1;
         };
-        let physical = (self.memory.data().len() >> 16) as u32;
-        if new > physical && self.memory.grow((new - physical) as u64).is_err() {
-            return -1;
+        let physical = (self.span.byte_len() >> 16) as u32;
+        if new > physical {
+            if self.memory.grow((new - physical) as u64).is_err() {
+                return -1;
+            }
+            self.span.refresh(&self.memory);
         }
         self.mem_pages = new;
         self.mem_high = self.mem_high.max(new);
