@@ -168,18 +168,26 @@ impl<'a> GuestMemory<'a> {
     /// Makes the first `len` bytes (clamped to the memory) equal to `image`
     /// followed by zeros. Only the 4 KiB blocks that differ are written: a
     /// run dirties few of the pages it can reach (thread stacks are mostly
-    /// untouched), and reading a block costs less than writing it.
-    pub fn reset(&self, image: &[u8], len: usize) {
-        const BLOCK: usize = 4096;
+    /// untouched), and reading a block costs less than writing it. With
+    /// `pages`, the blocks of pages the kernel never populated are not
+    /// even read: they hold zeros ([`PageMap`]). Give `pages` only for a
+    /// memory that is a private anonymous mapping, as wasmtime maps a shared
+    /// memory (it has no copy-on-write image): in a file mapping an
+    /// unpopulated page holds the file's bytes.
+    pub fn reset(&self, image: &[u8], len: usize, pages: Option<&PageMap>) {
         let len = len.min(self.data.len());
         // SAFETY: the `serialized` contract; the range is inside the memory.
         let mem = unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut u8, len) };
         let head = image.len().min(len);
         mem[..head].copy_from_slice(&image[..head]);
-        for block in mem[head..].chunks_mut(BLOCK) {
-            if !is_zero(block) {
-                block.fill(0);
-            }
+        // Up to the next page boundary block by block, then page by page.
+        let base = mem.as_ptr() as usize;
+        let aligned = (head + (base + head).wrapping_neg() % PAGE).min(len);
+        clear_blocks(&mut mem[head..aligned]);
+        let rest = &mut mem[aligned..];
+        match pages.filter(|_| rest.len() >= PAGEMAP_MIN) {
+            Some(map) => map.for_each_populated(rest, clear_blocks),
+            None => clear_blocks(rest),
         }
     }
 
@@ -192,6 +200,112 @@ impl<'a> GuestMemory<'a> {
         let end = mem.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
         mem[..end].to_vec()
     }
+}
+
+/// The size of a block [`GuestMemory::reset`] checks: a page.
+const PAGE: usize = 4096;
+
+/// The least memory past the image for which [`GuestMemory::reset`] asks
+/// the [`PageMap`]: the read is a system call, which costs about as much as
+/// reading a few hundred KiB that are in cache (`benches/versions.sh`: an
+/// empty `main`, 2 pages, ran 0.76× as fast with it).
+const PAGEMAP_MIN: usize = 256 << 10;
+
+/// Zeroes the 4 KiB blocks of `mem` that are not zero already.
+fn clear_blocks(mem: &mut [u8]) {
+    for block in mem.chunks_mut(PAGE) {
+        if !is_zero(block) {
+            block.fill(0);
+        }
+    }
+}
+
+/// Which pages of this process the kernel has populated, from
+/// `/proc/self/pagemap`: a page of a private anonymous mapping (a wasm
+/// memory) that is neither present nor swapped out has never been written
+/// since it was mapped or discarded, so it reads as zeros. A run touches few
+/// of its memory's pages (a thread stack's top, not its bottom), and the
+/// memory reset between runs skips the others without reading them, which
+/// would populate them. Linux with 4 KiB pages only; elsewhere, or when
+/// the file cannot be read, there is no map and every page is read.
+pub struct PageMap {
+    file: std::fs::File,
+}
+
+impl PageMap {
+    /// The map of this process, if the kernel gives it.
+    pub fn open() -> Option<PageMap> {
+        if !cfg!(target_os = "linux") || page_size() != Some(PAGE) {
+            return None;
+        }
+        let file = std::fs::File::open("/proc/self/pagemap").ok()?;
+        let map = PageMap { file };
+        // A read that fails now would fail at every reset: no map.
+        let probe = 0u64;
+        map.entries(&probe as *const u64 as usize & !(PAGE - 1), 1, |_| ())
+            .then_some(map)
+    }
+
+    /// Calls `f` with each page-sized chunk of `mem` (which starts at a
+    /// page boundary) that may hold a non-zero byte: every chunk the map
+    /// does not show as never populated, and the tail shorter than a page.
+    fn for_each_populated(&self, mem: &mut [u8], mut f: impl FnMut(&mut [u8])) {
+        let base = mem.as_ptr() as usize;
+        debug_assert_eq!(base % PAGE, 0);
+        let pages = mem.len() / PAGE;
+        let mut chunks = mem.chunks_mut(PAGE);
+        let read = self.entries(base, pages, |populated| {
+            let chunk = chunks.next().expect("one chunk per page");
+            if populated != Some(false) {
+                f(chunk);
+            }
+        });
+        if !read {
+            // The entries read were handled; read every page left.
+            for chunk in chunks.by_ref().take(pages) {
+                f(chunk);
+            }
+        }
+        // The tail shorter than a page, if any.
+        for chunk in chunks {
+            f(chunk);
+        }
+    }
+
+    /// Calls `f` once for each of the `pages` pages from address `base`,
+    /// in order: whether it is populated (present or swapped out), or None
+    /// when that is unknown. Stops after a failed read, returning false.
+    fn entries(&self, base: usize, pages: usize, mut f: impl FnMut(Option<bool>)) -> bool {
+        use std::os::unix::fs::FileExt;
+        const BATCH: usize = 512;
+        let mut buf = [0u8; 8 * BATCH];
+        let mut done = 0;
+        while done < pages {
+            let n = (pages - done).min(BATCH);
+            let offset = ((base / PAGE + done) * 8) as u64;
+            let Ok(got) = self.file.read_at(&mut buf[..8 * n], offset) else {
+                return false;
+            };
+            let whole = got / 8;
+            for e in buf[..8 * whole].chunks_exact(8) {
+                let e = u64::from_le_bytes(e.try_into().expect("8 bytes"));
+                // Bit 63: present; bit 62: swapped out.
+                f(Some(e >> 62 != 0));
+            }
+            done += whole;
+            if whole < n {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The kernel's page size.
+fn page_size() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok()
 }
 
 /// Whether `bytes` are all zero: every word OR-ed into one, without an
@@ -282,7 +396,7 @@ mod tests {
         assert_eq!(concurrent_cstr(&cells, 2, 1), "h");
         assert_eq!(concurrent_cstr(&cells, 2, 100), "hi");
         assert_eq!(m.image(16), b"\0\0hi\0x");
-        m.reset(b"ab", 100);
+        m.reset(b"ab", 100, None);
         assert_eq!(m.read(0, 3).unwrap(), b"ab\0");
         assert!(m.all(2, 14, 0));
     }
@@ -295,9 +409,59 @@ mod tests {
         for addr in [5, 4095, 4096 + 17, 3 * 4096 + 99] {
             assert!(m.write(addr, &[7]));
         }
-        m.reset(&[1, 2], cells.len());
+        m.reset(&[1, 2], cells.len(), None);
         assert_eq!(m.read(0, 2).unwrap(), [1, 2]);
         assert!(m.all(2, cells.len() as u32 - 2, 0));
         assert_eq!(m.image(cells.len()), [1, 2]);
+    }
+
+    /// With the page map, a reset clears the written pages of a private
+    /// anonymous mapping (what a wasm memory is) and leaves the others
+    /// unpopulated: it did not read them.
+    #[test]
+    fn reset_with_the_page_map_skips_unpopulated_pages() {
+        let Some(map) = PageMap::open() else {
+            eprintln!("no /proc/self/pagemap here: nothing to check");
+            return;
+        };
+        let len = 2 * PAGEMAP_MIN;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        // Pages one by one, not a huge page populated at the first write.
+        // SAFETY: advice on the mapping just made.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // only this test uses it.
+        let cells = unsafe { std::slice::from_raw_parts(base as *const UnsafeCell<u8>, len) };
+        // SAFETY: as above.
+        let m = unsafe { GuestMemory::serialized(cells) };
+        let written = [0, 3 * PAGE + 5, 40 * PAGE, len - 1];
+        for &addr in &written {
+            assert!(m.write(addr as u32, &[9]));
+        }
+        let populated = |page: usize| {
+            let mut out = None;
+            assert!(map.entries(base as usize + page * PAGE, 1, |e| out = e));
+            out.expect("a known entry")
+        };
+        assert!(populated(3) && !populated(4));
+        m.reset(&[1], len, Some(&map));
+        let pages: Vec<usize> = (0..len / PAGE).filter(|&p| populated(p)).collect();
+        assert_eq!(pages, written.map(|a| a / PAGE));
+        // Reading every byte (which populates every page) comes last.
+        assert_eq!(m.read(0, 2).unwrap(), [1, 0]);
+        assert!(m.all(1, len as u32 - 1, 0));
+        // SAFETY: the mapping made above, no longer used.
+        assert_eq!(unsafe { libc::munmap(base, len) }, 0);
     }
 }
