@@ -45,7 +45,7 @@ pub fn record(
         .collect::<Result<Vec<_>>>()?;
     let mut f = ReplayFile {
         format: FORMAT,
-        heddle: env!("CARGO_PKG_VERSION").into(),
+        heddle: crate::trace::replay::writer(),
         module: ModuleRef {
             sha256: program.module_sha256.clone(),
             source: t.given.display().to_string(),
@@ -381,6 +381,34 @@ fn digest_difference(
 /// Checks a replayed run against its file: the same decisions (no
 /// divergence), verdict and output.
 pub fn check(rp: &Replay, r: &RunResult) -> Result<(), NotReproduced> {
+    compare(rp, r).map_err(|NotReproduced(why)| match instrumenter_mismatch(&rp.file) {
+        Some(versions) => NotReproduced(format!("{why}; {versions}")),
+        None => NotReproduced(why),
+    })
+}
+
+/// When the file was recorded with another instrumenter than this heddle's
+/// (or does not say which), the sentence that says so: a likely cause of a
+/// replay that does not reproduce.
+pub fn instrumenter_mismatch(file: &ReplayFile) -> Option<String> {
+    let ours = crate::instrument::INSTRUMENTER_VERSION;
+    let heddle = file.heddle.split('+').next().unwrap_or_default();
+    match file.instrumenter_version() {
+        Some(v) if v == ours => None,
+        Some(v) => Some(format!(
+            "the replay was recorded by heddle {heddle} with instrumenter version {v}, and this heddle \
+             instruments with version {ours}: replay it with the heddle that recorded it"
+        )),
+        None => Some(format!(
+            "the replay was recorded by heddle {heddle}, which did not write its instrumenter version, \
+             and a replay recorded with another instrumenter than this heddle's (version {ours}) \
+             may not reproduce: replay it with the heddle that recorded it"
+        )),
+    }
+}
+
+/// [`check`] without the instrumenter version's explanation.
+fn compare(rp: &Replay, r: &RunResult) -> Result<(), NotReproduced> {
     if let Some(d) = &r.divergence {
         let site = |s: u32| {
             rp.program

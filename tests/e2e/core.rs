@@ -330,6 +330,11 @@ fn replay_files_reproduce_in_a_fresh_process() {
     ] {
         let path = fuzz_to_replay(dir.path(), target, &extra);
         let file = ReplayFile::load(&path).expect("valid replay file");
+        assert_eq!(file.heddle, heddle::trace::replay::writer());
+        assert_eq!(
+            file.instrumenter_version(),
+            Some(heddle::instrument::INSTRUMENTER_VERSION)
+        );
         let out = heddle_out(&["replay", path.to_str().unwrap()]);
         let stdout = text(&out.stdout);
         assert_eq!(
@@ -378,6 +383,26 @@ fn an_edited_decision_makes_replay_report_divergence_at_that_step() {
         "{err}"
     );
     assert!(err.contains(&format!("expected thread {other}")), "{err}");
+    assert!(!err.contains("instrumenter"), "{err}");
+    // Recorded with another instrumenter, or by a heddle that did not say
+    // which: the message names the likely cause.
+    for (heddle, says) in [
+        (
+            "0.1.0+instrumenter.1",
+            "with instrumenter version 1, and this heddle",
+        ),
+        ("0.1.0", "which did not write its instrumenter version"),
+    ] {
+        file.heddle = heddle.into();
+        std::fs::write(&edited, file.to_toml().unwrap()).unwrap();
+        let out = heddle_out(&["replay", edited.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains(&format!("replay diverged at decision {k}:")) && err.contains(says),
+            "{heddle}: {err}"
+        );
+    }
 }
 
 #[test]

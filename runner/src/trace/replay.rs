@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! format = 2
-//! heddle = "0.1.0"
+//! heddle = "0.1.0+instrumenter.39" # the version, and its instrumenter's
 //!
 //! [module]
 //! sha256 = "…"                   # of the original (uninstrumented) module
@@ -49,6 +49,12 @@
 //! run is in the file.
 //!
 //! Format 1 (no `module.file`, no `run.dirs`) is still read.
+//!
+//! The `heddle` field names the instrumenter's version as build metadata
+//! ([`writer`]): the rewrite decides which sites and decision points a
+//! schedule names, so a replay made with another instrumenter may diverge,
+//! and `heddle replay` then says so. Heddles that wrote the field without it
+//! (or read it as an opaque string) read these files unchanged.
 
 use super::{decode_decisions, encode_decisions, Decision};
 use anyhow::{bail, Context, Result};
@@ -61,6 +67,16 @@ pub const FORMAT: u32 = 2;
 
 /// The oldest format this heddle still reads.
 pub const OLDEST_FORMAT: u32 = 1;
+
+/// The `heddle` field this heddle writes: its version with its
+/// instrumenter's version as build metadata, `0.1.0+instrumenter.39`.
+pub fn writer() -> String {
+    format!(
+        "{}+instrumenter.{}",
+        env!("CARGO_PKG_VERSION"),
+        crate::instrument::INSTRUMENTER_VERSION
+    )
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,6 +220,19 @@ impl ReplayFile {
             );
         }
         Ok(ds)
+    }
+
+    /// The instrumenter version the `heddle` field names (see [`writer`]),
+    /// if it names one: files written before it did do not.
+    pub fn instrumenter_version(&self) -> Option<u32> {
+        let (_, meta) = self.heddle.split_once('+')?;
+        let mut ids = meta.split('.');
+        while let Some(id) = ids.next() {
+            if id == "instrumenter" {
+                return ids.next()?.parse().ok();
+            }
+        }
+        None
     }
 
     /// Records `ds` as the schedule.
@@ -352,6 +381,30 @@ mod tests {
             options: 2,
         }]);
         f
+    }
+
+    #[test]
+    fn the_heddle_field_names_the_instrumenter_version() {
+        let mut f = sample();
+        assert_eq!(f.instrumenter_version(), None);
+        f.heddle = writer();
+        assert_eq!(
+            f.instrumenter_version(),
+            Some(crate::instrument::INSTRUMENTER_VERSION)
+        );
+        for (heddle, v) in [
+            ("0.2.0+instrumenter.7", Some(7)),
+            ("0.2.0+git.abc.instrumenter.8.x", Some(8)),
+            ("0.2.0+instrumenter", None),
+            ("0.2.0+instrumenter.x", None),
+            ("0.2.0+other.9", None),
+        ] {
+            f.heddle = heddle.into();
+            assert_eq!(f.instrumenter_version(), v, "{heddle}");
+        }
+        // An old reader's view: the field is a plain string.
+        f.heddle = writer();
+        assert_eq!(ReplayFile::parse(&f.to_toml().unwrap()).unwrap(), f);
     }
 
     #[test]
