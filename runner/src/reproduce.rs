@@ -390,7 +390,7 @@ pub fn check(rp: &Replay, r: &RunResult) -> Result<(), NotReproduced> {
 /// When the file was recorded with another instrumenter than this heddle's
 /// (or does not say which), the sentence that says so: a likely cause of a
 /// replay that does not reproduce.
-pub fn instrumenter_mismatch(file: &ReplayFile) -> Option<String> {
+fn instrumenter_mismatch(file: &ReplayFile) -> Option<String> {
     let ours = crate::instrument::INSTRUMENTER_VERSION;
     let heddle = file.heddle.split('+').next().unwrap_or_default();
     match file.instrumenter_version() {

@@ -223,7 +223,7 @@ impl ReplayFile {
     }
 
     /// The instrumenter version the `heddle` field names (see [`writer`]),
-    /// if it names one: files written before it did do not.
+    /// if it names one (files from heddles that did not write it do not).
     pub fn instrumenter_version(&self) -> Option<u32> {
         let (_, meta) = self.heddle.split_once('+')?;
         let mut ids = meta.split('.');
