@@ -46,8 +46,9 @@ impl MemorySpan {
     /// Takes the new length of `memory` (the memory this span was taken of)
     /// after it grew.
     pub fn refresh(&mut self, memory: &wasmtime::SharedMemory) {
+        let base = self.base;
         *self = MemorySpan::of(memory);
-        debug_assert!(std::ptr::eq(self.base, memory.data().as_ptr()));
+        debug_assert!(std::ptr::eq(base, self.base), "a shared memory moved");
     }
 
     /// The memory's length in bytes.
@@ -243,10 +244,10 @@ impl PageMap {
         // A map that cannot be read, or that does not show as populated a
         // page just written, is no map.
         let probe = std::hint::black_box([1u8; 64]);
-        let mut populated = None;
+        let mut populated = false;
         let page = probe.as_ptr() as usize & !(PAGE - 1);
-        let read = map.entries(page, 1, |e| populated = e);
-        (read && populated == Some(true)).then_some(map)
+        let read = map.entries(page, 1, |p| populated = p);
+        (read && populated).then_some(map)
     }
 
     /// Calls `f` with each page-sized chunk of `mem` (which starts at a
@@ -257,31 +258,26 @@ impl PageMap {
         debug_assert_eq!(base % PAGE, 0);
         let pages = mem.len() / PAGE;
         let mut chunks = mem.chunks_mut(PAGE);
-        let read = self.entries(base, pages, |populated| {
+        self.entries(base, pages, |populated| {
             let chunk = chunks.next().expect("one chunk per page");
-            if populated != Some(false) {
+            if populated {
                 f(chunk);
             } else {
                 // Debug builds (the tests') check what is skipped.
                 debug_assert!(is_zero(chunk), "an unpopulated page holds data");
             }
         });
-        if !read {
-            // The entries read were handled; read every page left.
-            for chunk in chunks.by_ref().take(pages) {
-                f(chunk);
-            }
-        }
-        // The tail shorter than a page, if any.
+        // What is left: the pages after a failed read, and the tail shorter
+        // than a page.
         for chunk in chunks {
             f(chunk);
         }
     }
 
-    /// Calls `f` once for each of the `pages` pages from address `base`,
-    /// in order: whether it is populated (present or swapped out), or None
-    /// when that is unknown. Stops after a failed read, returning false.
-    fn entries(&self, base: usize, pages: usize, mut f: impl FnMut(Option<bool>)) -> bool {
+    /// Calls `f` for the `pages` pages from address `base`, in order, with
+    /// whether each is populated (present or swapped out). Stops at a failed
+    /// read, returning false.
+    fn entries(&self, base: usize, pages: usize, mut f: impl FnMut(bool)) -> bool {
         use std::os::unix::fs::FileExt;
         const BATCH: usize = 512;
         let mut buf = [0u8; 8 * BATCH];
@@ -296,7 +292,7 @@ impl PageMap {
             for e in buf[..8 * whole].chunks_exact(8) {
                 let e = u64::from_le_bytes(e.try_into().expect("8 bytes"));
                 // Bit 63: present; bit 62: swapped out.
-                f(Some(e >> 62 != 0));
+                f(e >> 62 != 0);
             }
             done += whole;
             if whole < n {

@@ -272,7 +272,7 @@ pub struct Program {
     image: std::sync::OnceLock<Vec<u8>>,
     /// Which pages of the process are populated, for the memory reset
     /// between runs (None where the kernel does not say).
-    pages: Option<memory::PageMap>,
+    page_map: Option<memory::PageMap>,
     /// The mutable globals of the instance the image was taken from, right
     /// after its start function: every run's main thread starts from them.
     main_globals: std::sync::OnceLock<Vec<wasmtime::Val>>,
@@ -358,7 +358,7 @@ impl Program {
             spare_slots: Mutex::new(Vec::new()),
             reuse: inst.sites.reuse_blocker.is_none(),
             image: std::sync::OnceLock::new(),
-            pages: memory::PageMap::open(),
+            page_map: memory::PageMap::open(),
             main_globals: std::sync::OnceLock::new(),
             site_info: inst.sites.compact().into(),
             sites: Arc::new(inst.sites),
@@ -475,7 +475,7 @@ impl Program {
         mem.reset(
             image.map_or(&[][..], |i| &i[..]),
             (pages as usize) << 16,
-            self.pages.as_ref(),
+            self.page_map.as_ref(),
         );
         let mut spare = self.spare_slots.lock().unwrap_or_else(|e| e.into_inner());
         if spare.len() < MAX_SPARE_SLOTS {

@@ -239,14 +239,14 @@ pub struct Scheduler {
 
 /// The read-only view of a run given to strategies that observe it.
 struct View<'a> {
-    memory: &'a SharedMemory,
+    memory: GuestMemory<'a>,
     threads: &'a [ThreadRec],
     labels: &'a [(u64, Tid, String)],
 }
 
 impl crate::sched::RunView for View<'_> {
     fn read(&self, addr: u32, len: u32) -> Option<u64> {
-        guest(self.memory).read_le(addr, len)
+        self.memory.read_le(addr, len)
     }
     fn thread_name(&self, tid: Tid) -> Option<&str> {
         self.threads.get(tid as usize)?.name.as_deref()
@@ -261,18 +261,13 @@ impl crate::sched::RunView for View<'_> {
 }
 
 /// The host's view of a run's memory.
-fn guest(memory: &SharedMemory) -> GuestMemory<'_> {
-    // SAFETY: guest threads of a run execute one at a time on the run's OS
-    // thread, and none is running while the host runs (the scheduler's
-    // invariant), so the host's accesses never overlap a guest's.
-    unsafe { GuestMemory::serialized(memory.data()) }
-}
-
-/// [`guest`] through the run's [`MemorySpan`] of its memory.
 #[inline]
-fn guest_span(span: &MemorySpan) -> GuestMemory<'_> {
+fn guest(span: &MemorySpan) -> GuestMemory<'_> {
     // SAFETY: the run holds the memory the span was taken of (its `memory`)
-    // and refreshes the span when it grows it; for the rest, as `guest`.
+    // and refreshes the span when it grows it. Guest threads of a run
+    // execute one at a time on the run's OS thread, and none is running
+    // while the host runs (the scheduler's invariant), so the host's
+    // accesses never overlap a guest's.
     unsafe { span.serialized() }
 }
 
@@ -963,7 +958,7 @@ impl RunState {
     fn account(&mut self, tid: Tid, p: Pending, preempted: bool) -> Result<(), RunEnd> {
         if self.sched.observes {
             let view = View {
-                memory: &self.memory,
+                memory: guest(&self.span),
                 threads: &self.threads,
                 labels: &self.labels,
             };
@@ -1098,7 +1093,7 @@ impl RunState {
             return;
         };
         for (addr, old) in before {
-            let Some(new) = guest_span(&self.span).read_le(addr, 4).map(|v| v as u32) else {
+            let Some(new) = guest(&self.span).read_le(addr, 4).map(|v| v as u32) else {
                 continue;
             };
             if rmw {
@@ -1130,7 +1125,7 @@ impl RunState {
 
     /// The run's guest memory, for the host's reads and writes.
     pub fn guest(&self) -> GuestMemory<'_> {
-        guest_span(&self.span)
+        guest(&self.span)
     }
 
     /// How many guarded yield points the current thread may skip from now
@@ -1250,7 +1245,7 @@ impl RunState {
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
-        let mem = guest_span(&self.span);
+        let mem = guest(&self.span);
         // Each lock once: the lockers of a free one are candidates, those
         // of a held one wait.
         self.held.clear();
@@ -1365,7 +1360,7 @@ impl RunState {
         } else {
             self.sched.events_recorded = self.events.len();
             let view = View {
-                memory: &self.memory,
+                memory: guest(&self.span),
                 threads: &self.threads,
                 labels: &self.labels,
             };
@@ -1428,7 +1423,7 @@ impl RunState {
                 }
                 self.sched.events_recorded = self.events.len();
                 let view = View {
-                    memory: &self.memory,
+                    memory: guest(&self.span),
                     threads: &self.threads,
                     labels: &self.labels,
                 };
@@ -1670,7 +1665,7 @@ impl RunState {
         let at = self.origin(tid, site);
         let callee = self.sites.site(site).and_then(|s| s.callee.as_deref());
         let mem = self.mem.as_mut().expect("memcheck on");
-        if let Some(freed) = mem.alloc_args(callee, args, at, guest_span(&self.span))? {
+        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.span))? {
             self.heap_event(tid, site, freed, 0);
         }
         Ok(())
@@ -1713,13 +1708,13 @@ impl RunState {
         let Some(mem) = self.mem.as_mut() else {
             return result;
         };
-        let (ret, block) = mem.alloc_post(result, at, guest_span(&self.span));
+        let (ret, block) = mem.alloc_post(result, at, guest(&self.span));
         if let Some(b) = block {
             if let Some(races) = &mut self.races {
                 races.fresh(b.real_start(), b.size.saturating_add(2 * b.redzone));
             }
             self.heap_event(tid, site, b.start, b.size);
-            MemCheck::poison(guest_span(&self.span), &b);
+            MemCheck::poison(guest(&self.span), &b);
         }
         ret
     }
