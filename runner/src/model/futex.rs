@@ -3,43 +3,48 @@
 //! made by the caller; this table only keeps the queues.
 
 use super::Tid;
-use std::collections::BTreeMap;
 
 #[derive(Debug, Default, Clone)]
-/// Threads parked in `memory.atomic.wait`, by address, in the order they parked.
+/// Threads parked in `memory.atomic.wait`, with the address each waits on,
+/// in the order they parked: one vector for every address, since a run has
+/// few threads parked at once, and a vector keeps its capacity from run to
+/// run where a map of queues allocates at every first wait on an address.
 pub struct FutexTable {
-    queues: BTreeMap<u32, Vec<Tid>>,
+    parked: Vec<(u32, Tid)>,
 }
 
 impl FutexTable {
     /// Parks `tid` on `addr`, behind the threads already waiting there.
     pub fn park(&mut self, addr: u32, tid: Tid) {
-        self.queues.entry(addr).or_default().push(tid);
+        self.parked.push((addr, tid));
     }
 
-    /// Threads parked on `addr`, oldest first.
-    pub fn waiters(&self, addr: u32) -> &[Tid] {
-        self.queues.get(&addr).map(|v| v.as_slice()).unwrap_or(&[])
+    /// How many threads are parked on `addr`.
+    pub fn waiting(&self, addr: u32) -> usize {
+        self.parked.iter().filter(|p| p.0 == addr).count()
     }
 
-    /// Removes the waiter at `index` of `addr`'s queue.
+    /// Removes the waiter at `index` of `addr`'s queue (oldest first).
     pub fn take(&mut self, addr: u32, index: usize) -> Tid {
-        let q = self.queues.get_mut(&addr).expect("futex queue");
-        let tid = q.remove(index);
-        if q.is_empty() {
-            self.queues.remove(&addr);
-        }
-        tid
+        let i = self
+            .parked
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.0 == addr)
+            .nth(index)
+            .map(|(i, _)| i)
+            .expect("futex queue");
+        self.parked.remove(i).1
     }
 
     /// Removes `tid` wherever it waits (timeout).
     pub fn remove(&mut self, addr: u32, tid: Tid) {
-        if let Some(q) = self.queues.get_mut(&addr) {
-            q.retain(|&t| t != tid);
-            if q.is_empty() {
-                self.queues.remove(&addr);
-            }
-        }
+        self.parked.retain(|&p| p != (addr, tid));
+    }
+
+    /// Parks no thread any more; the capacity stays.
+    pub fn clear(&mut self) {
+        self.parked.clear();
     }
 }
 
@@ -53,10 +58,17 @@ mod tests {
         f.park(8, 1);
         f.park(8, 2);
         f.park(16, 3);
-        assert_eq!(f.waiters(8), &[1, 2]);
+        f.park(8, 4);
+        assert_eq!(f.waiting(8), 3);
         assert_eq!(f.take(8, 1), 2);
         f.remove(8, 1);
-        assert!(f.waiters(8).is_empty());
-        assert_eq!(f.waiters(16), &[3]);
+        assert_eq!(f.waiting(8), 1);
+        assert_eq!(f.take(8, 0), 4);
+        assert_eq!(f.waiting(8), 0);
+        assert_eq!(f.waiting(16), 1);
+        assert_eq!(f.take(16, 0), 3);
+        f.park(16, 5);
+        f.clear();
+        assert_eq!(f.waiting(16), 0);
     }
 }

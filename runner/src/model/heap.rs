@@ -15,10 +15,11 @@
 //! Redzones are also filled with a pattern that is verified at `free`, which
 //! catches overflows by code that is not instrumented (library loops).
 
+use super::AddrMap;
 use super::Tid;
 use crate::instrument::SiteId;
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Bytes of redzone on each side of a block (keeps 16-byte alignment).
 pub const REDZONE: u32 = 16;
@@ -85,7 +86,7 @@ pub enum Fault {
 #[derive(Debug, Default, Clone)]
 pub struct Heap {
     /// Known blocks (live or quarantined) by guest-visible start.
-    blocks: BTreeMap<u32, Block>,
+    blocks: AddrMap<Block>,
     quarantine: VecDeque<u32>,
     quarantined_bytes: u64,
     /// Lowest and highest addresses any known block spans (fast rejection).
@@ -104,6 +105,16 @@ impl Heap {
             hi: 0,
             ..Heap::default()
         }
+    }
+
+    /// Forgets every block, as [`Heap::new`]; the capacity stays.
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.quarantine.clear();
+        self.quarantined_bytes = 0;
+        self.lo = u32::MAX;
+        self.hi = 0;
+        self.last.set(None);
     }
 
     /// The redzone for an allocation aligned to `align` (0 = default).
@@ -125,16 +136,15 @@ impl Heap {
         // Drop blocks the new one overlaps (they were freed and reused).
         // Known blocks never overlap each other, so sorted by start they are
         // sorted by end too: walk back from the new block's end.
-        let stale: Vec<u32> = self
+        while let Some(&(s, _)) = self
             .blocks
-            .range(..hi.saturating_add(1 << 16))
+            .below(hi.saturating_add(1 << 16))
+            .iter()
             .rev()
             .take_while(|(_, o)| o.outer().1 > lo)
-            .filter(|(_, o)| o.outer().0 < hi)
-            .map(|(s, _)| *s)
-            .collect();
-        for s in stale {
-            self.blocks.remove(&s);
+            .find(|(_, o)| o.outer().0 < hi)
+        {
+            self.blocks.remove(s);
             self.quarantine.retain(|&q| q != s);
         }
         self.lo = self.lo.min(lo);
@@ -147,7 +157,7 @@ impl Heap {
     /// if any: at most one per call, since the guest makes one `free` call.
     pub fn free(&mut self, ptr: u32, by: Origin) -> Result<Option<u32>, Fault> {
         self.last.set(None);
-        let Some(b) = self.blocks.get_mut(&ptr) else {
+        let Some(b) = self.blocks.get_mut(ptr) else {
             return Err(Fault::InvalidFree);
         };
         if b.free.is_some() {
@@ -159,7 +169,7 @@ impl Heap {
         self.quarantined_bytes += bytes;
         if self.quarantine.len() > QUARANTINE_BLOCKS || self.quarantined_bytes > QUARANTINE_BYTES {
             if let Some(old) = self.quarantine.pop_front() {
-                if let Some(ob) = self.blocks.remove(&old) {
+                if let Some(ob) = self.blocks.remove(old) {
                     self.quarantined_bytes -= ob.size as u64 + 2 * ob.redzone as u64;
                     return Ok(Some(ob.real_start()));
                 }
@@ -172,7 +182,7 @@ impl Heap {
     /// (the allocator already reused or kept its memory).
     pub fn reallocated(&mut self, old: u32) {
         self.last.set(None);
-        self.blocks.remove(&old);
+        self.blocks.remove(old);
     }
 
     /// Checks that `ptr` may be passed to `realloc` (null or a live block).
@@ -180,7 +190,7 @@ impl Heap {
         if ptr == 0 {
             return Ok(None);
         }
-        match self.blocks.get(&ptr) {
+        match self.blocks.get(ptr) {
             None => Err(Fault::InvalidFree),
             Some(b) if b.free.is_some() => Err(Fault::DoubleFree(*b)),
             Some(b) => Ok(Some(*b)),
@@ -192,13 +202,13 @@ impl Heap {
         if addr < self.lo || addr >= self.hi {
             return None;
         }
-        let before = self.blocks.range(..=addr).next_back().map(|(_, b)| *b);
+        let before = self.blocks.at_or_below(addr).map(|(_, b)| *b);
         if let Some(b) = before {
             if addr < b.outer().1 {
                 return Some(b);
             }
         }
-        let after = self.blocks.range(addr..).next().map(|(_, b)| *b);
+        let after = self.blocks.at_or_above(addr).map(|(_, b)| *b);
         after.filter(|b| addr >= b.outer().0)
     }
 
@@ -232,7 +242,7 @@ impl Heap {
             return Ok(());
         }
         // Starts outside every block: it must not reach into the next one.
-        match self.blocks.range(addr..).next().map(|(_, b)| *b) {
+        match self.blocks.at_or_above(addr).map(|(_, b)| *b) {
             Some(b) if b.outer().0 < end => Err(bad(b)),
             _ => Ok(()),
         }
@@ -240,7 +250,7 @@ impl Heap {
 
     /// The block (live or quarantined) at guest pointer `ptr`.
     pub fn block(&self, ptr: u32) -> Option<&Block> {
-        self.blocks.get(&ptr)
+        self.blocks.get(ptr)
     }
 
     /// Every known block (live or quarantined), by start address.

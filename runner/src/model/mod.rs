@@ -2,12 +2,14 @@
 //! states, the futex table, virtual time and the events threads are about to
 //! perform. The runtime drives it; strategies read it.
 
+pub(crate) mod addrmap;
 pub(crate) mod clock;
 pub(crate) mod futex;
 pub mod hb;
 pub(crate) mod heap;
 pub mod wordlock;
 
+pub use addrmap::AddrMap;
 pub use clock::Clock;
 pub use futex::FutexTable;
 

@@ -130,6 +130,17 @@ impl MemCheck {
         }
     }
 
+    /// Empties the checker for a new run, as [`MemCheck::new`] makes it,
+    /// keeping its buffers' capacity.
+    pub fn reset(&mut self, null_limit: u32) {
+        self.heap.clear();
+        self.null_limit = null_limit;
+        self.pending.clear();
+        self.last_alloc = None;
+        self.alloc_stacks.clear();
+        self.free_stacks.clear();
+    }
+
     /// The shadow heap.
     pub fn heap(&self) -> &Heap {
         &self.heap

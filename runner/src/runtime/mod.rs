@@ -753,7 +753,7 @@ impl Program {
             skipped: st.skipped,
             thread_parents: st.threads.iter().map(|t| t.parent).collect(),
             thread_handles: if st.limits.record_events {
-                st.handles.iter().map(|(&h, &t)| (h, t)).collect()
+                st.handles.iter().map(|(h, &t)| (h, t)).collect()
             } else {
                 Vec::new()
             },
@@ -886,7 +886,7 @@ impl Program {
                 }
                 // A thread blocked inside a lock call waits for that lock.
                 let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
-                let mut owner = t.wants.and_then(|(a, _)| st.lock_owner.get(&a).copied());
+                let mut owner = t.wants.and_then(|(a, _)| st.lock_owner.get(a).copied());
                 let mut holds: Vec<HeldLock> = t
                     .holds
                     .iter()

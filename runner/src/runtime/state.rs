@@ -23,11 +23,11 @@ use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
 use crate::model::wordlock::WordLocks;
-use crate::model::{Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
+use crate::model::{AddrMap, Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
 use std::cell::{RefCell, RefMut};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use wasmtime::SharedMemory;
 
@@ -547,6 +547,14 @@ pub struct Scratch {
     slots: Vec<Slot>,
     filed: ReadySets,
     held: Vec<Option<u32>>,
+    /// `RunState::ready`, `futex`, `lock_owner`, `handles` and `mem`,
+    /// emptied: kept for their capacity, so that a run's locks, waits and
+    /// allocations do not allocate once an earlier run had as many.
+    ready: Vec<Tid>,
+    futex: FutexTable,
+    lock_owner: AddrMap<Tid>,
+    handles: AddrMap<Tid>,
+    mem: Option<MemCheck>,
 }
 
 /// Reads a thread remembers for spin detection.
@@ -614,7 +622,7 @@ pub struct RunState {
     pub switches: u64,
     pub preemptions: u64,
     /// Lock owners known from lock/unlock calls in user code.
-    pub lock_owner: BTreeMap<u32, Tid>,
+    pub lock_owner: AddrMap<Tid>,
     /// Futex words used as locks, with their owners (diagnostic runs only:
     /// the history must be complete, so no yield point may be skipped).
     pub words: Option<WordLocks>,
@@ -634,7 +642,7 @@ pub struct RunState {
     /// The race detector (None when race detection is off).
     pub races: Option<Races>,
     /// `pthread_t` values of threads created in user code.
-    pub handles: BTreeMap<u32, Tid>,
+    pub handles: AddrMap<Tid>,
     /// Sites reached at least once (a bitset by site id): coverage.
     pub hit: Vec<u64>,
     /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
@@ -666,9 +674,6 @@ impl RunState {
             && !limits.diagnostics
             && !sched.observes;
         let sites_count = info.len();
-        let mem = sites
-            .memcheck
-            .then(|| MemCheck::new(sites.data_start.min(1024)));
         let Scratch {
             mut write_stamp,
             stamp_base,
@@ -678,7 +683,25 @@ impl RunState {
             mut slots,
             mut filed,
             mut held,
+            mut ready,
+            mut futex,
+            mut lock_owner,
+            mut handles,
+            mem: old_mem,
         } = scratch;
+        let null_limit = sites.data_start.min(1024);
+        let mem = sites.memcheck.then(|| match old_mem {
+            Some(mut m) => {
+                m.reset(null_limit);
+                m
+            }
+            None => MemCheck::new(null_limit),
+        });
+        ready.clear();
+        ready.push(0);
+        futex.clear();
+        lock_owner.clear();
+        handles.clear();
         filed.reset(0);
         held.clear();
         threads.clear();
@@ -697,11 +720,11 @@ impl RunState {
             slots,
             filed,
             held,
-            ready: vec![0],
+            ready,
             current: 0,
             steps: 0,
             clock: Clock::new(),
-            futex: FutexTable::default(),
+            futex,
             timers: BTreeSet::new(),
             sched,
             outcome: None,
@@ -723,7 +746,7 @@ impl RunState {
             labels: Vec::new(),
             switches: 0,
             preemptions: 0,
-            lock_owner: BTreeMap::new(),
+            lock_owner,
             words: diagnostics.then(WordLocks::default),
             word_stacks: Vec::new(),
             cands,
@@ -732,7 +755,7 @@ impl RunState {
             mem_high: pages.0,
             mem,
             races: Races::new(races, old_races),
-            handles: BTreeMap::new(),
+            handles,
             hit: vec![0; sites_count.div_ceil(64)],
             random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -752,6 +775,11 @@ impl RunState {
             slots: std::mem::take(&mut self.slots),
             filed: std::mem::take(&mut self.filed),
             held: std::mem::take(&mut self.held),
+            ready: std::mem::take(&mut self.ready),
+            futex: std::mem::take(&mut self.futex),
+            lock_owner: std::mem::take(&mut self.lock_owner),
+            handles: std::mem::take(&mut self.handles),
+            mem: self.mem.take(),
         }
     }
 
@@ -1500,7 +1528,7 @@ impl RunState {
     /// Wakes up to `count` threads waiting on `addr`; which ones, when fewer
     /// than all, is a decision. Returns how many were woken.
     pub fn notify(&mut self, tid: Tid, site: SiteId, addr: u32, count: u32) -> Result<u32, RunEnd> {
-        let total = self.futex.waiters(addr).len() as u32;
+        let total = self.futex.waiting(addr) as u32;
         let k = count.min(total);
         for i in 0..k {
             let remaining = total - i;
@@ -1540,8 +1568,8 @@ impl RunState {
     }
 
     fn release(&mut self, tid: Tid, addr: u32) {
-        if self.lock_owner.get(&addr) == Some(&tid) {
-            self.lock_owner.remove(&addr);
+        if self.lock_owner.get(addr) == Some(&tid) {
+            self.lock_owner.remove(addr);
         }
         self.threads[tid as usize].holds.retain(|&(a, _)| a != addr);
         let p = self.pending(tid);
@@ -1583,7 +1611,7 @@ impl RunState {
             Some(SiteKind::ThreadJoin) => {
                 // `addr` is the `pthread_t` argument.
                 if ret == 0 {
-                    if let (Some(&joined), Some(races)) = (self.handles.get(&addr), &mut self.races)
+                    if let (Some(&joined), Some(races)) = (self.handles.get(addr), &mut self.races)
                     {
                         races.joined(tid, joined);
                     }
