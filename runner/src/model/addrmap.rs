@@ -107,7 +107,12 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            let addr = x % 64 * 8 + if x % 7 == 0 { u32::MAX - 600 } else { 0 };
+            let addr = x % 64 * 8
+                + if x.is_multiple_of(7) {
+                    u32::MAX - 600
+                } else {
+                    0
+                };
             match x % 5 {
                 0 | 1 => assert_eq!(m.insert(addr, step), b.insert(addr, step)),
                 2 => assert_eq!(m.remove(addr), b.remove(&addr)),
@@ -135,7 +140,7 @@ mod tests {
                 .iter()
                 .map(|e| (e.0, e.1))
                 .eq(b.range(..addr).map(|(&a, &v)| (a, v))));
-            if step % 1000 == 0 {
+            if step.is_multiple_of(1000) {
                 assert!(m
                     .iter()
                     .map(|(a, &v)| (a, v))
