@@ -58,6 +58,11 @@ impl<V> AddrMap<V> {
         self.entries.clear();
     }
 
+    /// How many entries the map has.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Whether the map has no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

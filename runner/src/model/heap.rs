@@ -19,7 +19,7 @@ use super::AddrMap;
 use super::Tid;
 use crate::instrument::SiteId;
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Bytes of redzone on each side of a block (keeps 16-byte alignment).
 pub const REDZONE: u32 = 16;
@@ -86,7 +86,7 @@ pub enum Fault {
 #[derive(Debug, Default, Clone)]
 pub struct Heap {
     /// Known blocks (live or quarantined) by guest-visible start.
-    blocks: AddrMap<Block>,
+    blocks: Blocks,
     quarantine: VecDeque<u32>,
     quarantined_bytes: u64,
     /// Lowest and highest addresses any known block spans (fast rejection).
@@ -107,7 +107,7 @@ impl Heap {
         }
     }
 
-    /// Forgets every block, as [`Heap::new`]; the capacity stays.
+    /// Forgets every block, as [`Heap::new`] starts.
     pub fn clear(&mut self) {
         self.blocks.clear();
         self.quarantine.clear();
@@ -134,16 +134,7 @@ impl Heap {
         };
         let (lo, hi) = b.outer();
         // Drop blocks the new one overlaps (they were freed and reused).
-        // Known blocks never overlap each other, so sorted by start they are
-        // sorted by end too: walk back from the new block's end.
-        while let Some(&(s, _)) = self
-            .blocks
-            .below(hi.saturating_add(1 << 16))
-            .iter()
-            .rev()
-            .take_while(|(_, o)| o.outer().1 > lo)
-            .find(|(_, o)| o.outer().0 < hi)
-        {
+        while let Some(s) = self.blocks.overlapping(lo, hi) {
             self.blocks.remove(s);
             self.quarantine.retain(|&q| q != s);
         }
@@ -202,13 +193,13 @@ impl Heap {
         if addr < self.lo || addr >= self.hi {
             return None;
         }
-        let before = self.blocks.at_or_below(addr).map(|(_, b)| *b);
+        let before = self.blocks.at_or_below(addr);
         if let Some(b) = before {
             if addr < b.outer().1 {
                 return Some(b);
             }
         }
-        let after = self.blocks.at_or_above(addr).map(|(_, b)| *b);
+        let after = self.blocks.at_or_above(addr);
         after.filter(|b| addr >= b.outer().0)
     }
 
@@ -242,7 +233,7 @@ impl Heap {
             return Ok(());
         }
         // Starts outside every block: it must not reach into the next one.
-        match self.blocks.at_or_above(addr).map(|(_, b)| *b) {
+        match self.blocks.at_or_above(addr) {
             Some(b) if b.outer().0 < end => Err(bad(b)),
             _ => Ok(()),
         }
@@ -254,14 +245,123 @@ impl Heap {
     }
 
     /// Every known block (live or quarantined), by start address.
-    pub fn blocks(&self) -> impl Iterator<Item = &Block> {
-        self.blocks.values()
+    pub fn blocks(&self) -> Box<dyn Iterator<Item = &Block> + '_> {
+        match &self.blocks {
+            Blocks::Few(m) => Box::new(m.values()),
+            Blocks::Many(m) => Box::new(m.values()),
+        }
     }
 
     /// How many blocks are allocated and not freed.
     #[cfg(test)]
     pub fn live_blocks(&self) -> usize {
-        self.blocks.values().filter(|b| b.free.is_none()).count()
+        self.blocks().filter(|b| b.free.is_none()).count()
+    }
+}
+
+/// Most blocks [`Blocks`] keeps in a sorted vector: past it, an insert
+/// could move tens of kilobytes, and the blocks move to a B-tree.
+const FEW_BLOCKS: usize = 256;
+
+/// The heap's blocks by start: a vector sorted by address while there are
+/// few (most runs: no allocation per insert, and the vector's capacity
+/// stays from run to run), a B-tree once there are many (a program may
+/// hold tens of thousands, added and freed anywhere, and a vector's insert
+/// would move them all). Both iterate by address.
+#[derive(Debug, Clone)]
+enum Blocks {
+    Few(AddrMap<Block>),
+    Many(BTreeMap<u32, Block>),
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Blocks::Few(AddrMap::default())
+    }
+}
+
+impl Blocks {
+    fn clear(&mut self) {
+        match self {
+            Blocks::Few(m) => m.clear(),
+            Blocks::Many(_) => *self = Blocks::default(),
+        }
+    }
+
+    fn get(&self, start: u32) -> Option<&Block> {
+        match self {
+            Blocks::Few(m) => m.get(start),
+            Blocks::Many(m) => m.get(&start),
+        }
+    }
+
+    fn get_mut(&mut self, start: u32) -> Option<&mut Block> {
+        match self {
+            Blocks::Few(m) => m.get_mut(start),
+            Blocks::Many(m) => m.get_mut(&start),
+        }
+    }
+
+    fn insert(&mut self, start: u32, b: Block) {
+        match self {
+            Blocks::Few(m) if m.len() < FEW_BLOCKS => {
+                m.insert(start, b);
+            }
+            Blocks::Few(m) => {
+                let mut many: BTreeMap<u32, Block> = m.iter().map(|(a, b)| (a, *b)).collect();
+                many.insert(start, b);
+                *self = Blocks::Many(many);
+            }
+            Blocks::Many(m) => {
+                m.insert(start, b);
+            }
+        }
+    }
+
+    fn remove(&mut self, start: u32) -> Option<Block> {
+        match self {
+            Blocks::Few(m) => m.remove(start),
+            Blocks::Many(m) => m.remove(&start),
+        }
+    }
+
+    fn at_or_below(&self, addr: u32) -> Option<Block> {
+        match self {
+            Blocks::Few(m) => m.at_or_below(addr).map(|e| e.1),
+            Blocks::Many(m) => m.range(..=addr).next_back().map(|(_, b)| *b),
+        }
+    }
+
+    fn at_or_above(&self, addr: u32) -> Option<Block> {
+        match self {
+            Blocks::Few(m) => m.at_or_above(addr).map(|e| e.1),
+            Blocks::Many(m) => m.range(addr..).next().map(|(_, b)| *b),
+        }
+    }
+
+    /// The start of a block whose outer extent overlaps `[lo, hi)`. Known
+    /// blocks never overlap each other, so sorted by start they are sorted
+    /// by end too: the walk goes back from `hi` (plus the largest
+    /// redzone) while the blocks still end past `lo`.
+    fn overlapping(&self, lo: u32, hi: u32) -> Option<u32> {
+        let bound = hi.saturating_add(1 << 16);
+        let hit = |o: &Block| o.outer().0 < hi;
+        let live = |o: &Block| o.outer().1 > lo;
+        match self {
+            Blocks::Few(m) => m
+                .below(bound)
+                .iter()
+                .rev()
+                .take_while(|(_, o)| live(o))
+                .find(|(_, o)| hit(o))
+                .map(|e| e.0),
+            Blocks::Many(m) => m
+                .range(..bound)
+                .rev()
+                .take_while(|(_, o)| live(o))
+                .find(|(_, o)| hit(o))
+                .map(|(s, _)| *s),
+        }
     }
 }
 
@@ -274,6 +374,53 @@ mod tests {
             tid: 0,
             site: 1,
             step,
+        }
+    }
+
+    /// The vector and the B-tree answer alike, before, across and after
+    /// the move from one to the other, on a deterministic stream of
+    /// inserts, removes and look-ups.
+    #[test]
+    fn blocks_answer_alike_as_a_vector_and_as_a_tree() {
+        let mut few = Blocks::default();
+        let mut many = Blocks::Many(BTreeMap::new());
+        let mut x = 0x2545_f491u32;
+        let mut moved = false;
+        for step in 0..40_000u64 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            // Blocks of 16 bytes with 16-byte redzones, 64 bytes apart:
+            // they never overlap.
+            let start = 64 * (x % 1024) + 32;
+            let b = Block {
+                start,
+                size: 16,
+                redzone: 16,
+                alloc: at(step),
+                free: None,
+            };
+            if x.is_multiple_of(3) {
+                assert_eq!(few.remove(start), many.remove(start));
+            } else {
+                few.insert(start, b);
+                many.insert(start, b);
+            }
+            moved |= matches!(few, Blocks::Many(_));
+            let probe = x.rotate_left(7) % (64 * 1024 + 128);
+            assert_eq!(few.get(start), many.get(start));
+            assert_eq!(few.at_or_below(probe), many.at_or_below(probe));
+            assert_eq!(few.at_or_above(probe), many.at_or_above(probe));
+            assert_eq!(
+                few.overlapping(probe, probe + 40),
+                many.overlapping(probe, probe + 40)
+            );
+            if step == 20_000 {
+                assert!(moved, "the vector never moved to a tree");
+                few.clear();
+                many = Blocks::Many(BTreeMap::new());
+                assert!(matches!(few, Blocks::Few(_)));
+            }
         }
     }
 
