@@ -301,20 +301,9 @@ impl PageMap {
     /// left alone, reports exactly the first.
     fn scan_works(&self) -> bool {
         let len = 4 * PAGE;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
+        let Some(base) = anonymous_mapping(len) else {
             return false;
-        }
+        };
         let page = base as *mut u8;
         // SAFETY: both bytes are inside the mapping, readable and writable,
         // which only this function uses.
@@ -463,6 +452,23 @@ impl PageMap {
     }
 }
 
+/// A fresh private anonymous mapping of `len` bytes, readable and
+/// writable (what wasmtime maps a shared memory as); the caller unmaps it.
+fn anonymous_mapping(len: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a new mapping, at an address the kernel chooses.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (base != libc::MAP_FAILED).then_some(base)
+}
+
 /// The kernel's page size.
 fn page_size() -> Option<usize> {
     // SAFETY: sysconf has no preconditions.
@@ -602,18 +608,7 @@ mod tests {
 
     fn check_page_map(map: &PageMap) {
         let len = 2 * PAGEMAP_MIN;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
+        let base = anonymous_mapping(len).expect("an anonymous mapping");
         // Pages one by one, not a huge page populated at the first write.
         // SAFETY: advice on the mapping just made.
         unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
