@@ -1,12 +1,13 @@
 //! A map keyed by guest address, kept as a vector sorted by address.
 //!
-//! A run holds few entries of each kind at once (locks held, threads parked,
-//! `pthread_t` handles, heap blocks), and it adds and removes them at every
-//! lock, wait and allocation. A `BTreeMap` allocates a node for its first
+//! For maps a run keeps small and changes often: the lock owners, the
+//! `pthread_t` handles, and the heap's blocks while there are few of them
+//! (`heap::Blocks` moves to a B-tree past 256, where an insert here would
+//! move tens of kilobytes). A `BTreeMap` allocates a node for its first
 //! entry and frees it with its last; a vector keeps its capacity, and the
 //! run's state hands it to the next run emptied
-//! ([`Scratch`](crate::runtime::state::Scratch)). Iteration is by address, as
-//! a `BTreeMap`'s.
+//! ([`Scratch`](crate::runtime::state::Scratch)). Iteration is by address,
+//! as a `BTreeMap`'s.
 
 /// Entries `(address, value)`, sorted by address, addresses distinct.
 #[derive(Debug, Clone)]

@@ -6,9 +6,10 @@ use super::Tid;
 
 #[derive(Debug, Default, Clone)]
 /// Threads parked in `memory.atomic.wait`, with the address each waits on,
-/// in the order they parked: one vector for every address, since a run has
-/// few threads parked at once, and a vector keeps its capacity from run to
-/// run where a map of queues allocates at every first wait on an address.
+/// in the order they parked: one list for all addresses (an address's queue
+/// is its entries in order), since at most one entry per thread is parked
+/// at once, and a vector keeps its capacity from run to run where a map of
+/// queues allocated at every first wait on an address.
 pub struct FutexTable {
     parked: Vec<(u32, Tid)>,
 }

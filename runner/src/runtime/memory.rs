@@ -374,9 +374,11 @@ impl PageMap {
         true
     }
 
-    /// Calls `f` with each page-sized chunk of `mem` (which starts at a
-    /// page boundary) that may hold a non-zero byte: every chunk the map
-    /// does not show as never populated, and the tail shorter than a page.
+    /// Calls `f` with the parts of `mem` (which starts at a page boundary)
+    /// that may hold a non-zero byte, in order: with `PAGEMAP_SCAN`, each
+    /// run of pages it reports; otherwise each page the entries do not show
+    /// as never populated; and in both, what follows a failed call and the
+    /// tail shorter than a page.
     fn for_each_populated(&self, mem: &mut [u8], mut f: impl FnMut(&mut [u8])) {
         let base = mem.as_ptr() as usize;
         debug_assert_eq!(base % PAGE, 0);
