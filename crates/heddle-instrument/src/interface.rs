@@ -87,7 +87,9 @@ host_calls! {
         Wait32 = "wait32" (I32, I32, I32, I64) -> (I32);
         /// `wait64(site, addr, expected: i64, timeout_ns: i64) -> i32`.
         Wait64 = "wait64" (I32, I32, I64, I64) -> (I32);
-        /// `notify(site, addr, count) -> i32` (number woken).
+        /// `notify(site, addr, count) -> i32`: the number woken, or -1 when
+        /// the scheduler picked another thread first: then the guest calls
+        /// `notify_switched` with the same arguments.
         Notify = "notify" (I32, I32, I32) -> (I32);
         /// `budget(site) -> i32`: the preemption budget ran out at a
         /// back-edge or entry; returns the next slice's budget.
@@ -119,6 +121,11 @@ host_calls! {
         /// `alloc_post(site, result) -> i32`: the allocator returned `result`;
         /// returns what the caller gets (the pointer past the left redzone).
         AllocPost = "alloc_post" (I32, I32) -> (I32);
+        /// `notify_switched(site, addr, count) -> i32`: after `notify`
+        /// returned -1, waits until this thread runs again (its new slice's
+        /// budget goes to the budget global), then notifies; returns the
+        /// number woken.
+        NotifySwitched = "notify_switched" (I32, I32, I32) -> (I32);
     }
 }
 
@@ -154,10 +161,10 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len() as u32, RtImport::COUNT);
-        assert_eq!(RtImport::COUNT, 15);
+        assert_eq!(RtImport::COUNT, 16);
         assert_eq!(
-            RtImport::ALL[RtImport::AllocPost as usize],
-            RtImport::AllocPost
+            RtImport::ALL[RtImport::NotifySwitched as usize],
+            RtImport::NotifySwitched
         );
         assert_eq!(SdkImport::ALL.len() as u32, SdkImport::COUNT);
     }

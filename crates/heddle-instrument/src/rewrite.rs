@@ -2189,6 +2189,20 @@ fn emit_access(em: &mut Emitter, c: Class, site: u32, op: Operator, orig: u32) -
             em.ins(Instruction::LocalGet(s.a));
             em.ins(Instruction::LocalGet(s.b));
             em.ins(Instruction::Call(em.rt(RtImport::Notify)));
+            // -1: another thread runs first, and the notify waits for this
+            // one's next turn (an async host call, which the common case
+            // does without).
+            em.ins(Instruction::LocalTee(s.r));
+            em.ins(Instruction::I32Const(0));
+            em.ins(Instruction::I32LtS);
+            em.cold_if();
+            em.ins(Instruction::I32Const(site as i32));
+            em.ins(Instruction::LocalGet(s.a));
+            em.ins(Instruction::LocalGet(s.b));
+            em.ins(Instruction::Call(em.rt(RtImport::NotifySwitched)));
+            em.ins(Instruction::LocalSet(s.r));
+            em.ins(Instruction::End);
+            em.ins(Instruction::LocalGet(s.r));
         }
         Class::Wait32 { .. } => {
             em.ins(Instruction::LocalSet(s.d));

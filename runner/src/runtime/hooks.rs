@@ -1,11 +1,12 @@
 //! Host functions: the `heddle_rt` imports added by instrumentation, the
 //! guest SDK (`heddle.*`) and `wasi.thread-spawn`.
 //!
-//! A sync hook (`access`) that does not switch threads costs one host call;
-//! when the scheduler picks another thread it returns 1 and the guest calls
-//! the async `switch`, whose future stays pending until this thread is picked
-//! again — that suspends the guest thread's fiber and returns control to the
-//! executor, which resumes the chosen thread's fiber.
+//! A sync hook (`access`, `notify`) that does not switch threads costs one
+//! host call; when the scheduler picks another thread it says so (1, or -1
+//! for `notify`) and the guest calls an async hook (`switch`,
+//! `notify_switched`), whose future stays pending until this thread is
+//! picked again — that suspends the guest thread's fiber and returns control
+//! to the executor, which resumes the chosen thread's fiber.
 
 use super::state::{Outcome, RawFrame, RunCell, RunEnd, RunState};
 use super::ThreadCtx;
@@ -310,6 +311,16 @@ fn memory_error(
     end_err()
 }
 
+/// The notify at `site` on the futex word at `ea`, made now by the
+/// calling thread: returns the number of threads woken.
+fn notify_now(caller: &Caller<'_, ThreadCtx>, site: u32, ea: u32, count: u32) -> HostResult<i32> {
+    let ctx = caller.data();
+    let mut st = ctx.run.get();
+    check_atomic(&st, ea, 4)?;
+    let woken = st.notify(ctx.tid, site, ea, count).map_err(|_| end_err())?;
+    Ok(woken as i32)
+}
+
 /// Adds every heddle host function to `linker`.
 pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     let m = RtImport::MODULE;
@@ -517,31 +528,43 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         },
     )?;
 
-    linker.func_wrap_async(
+    linker.func_wrap(
         m,
         RtImport::Notify.name(),
+        |mut caller: Caller<'_, ThreadCtx>, site: u32, addr: u32, count: u32| -> HostResult<i32> {
+            let ea = futex_addr(&caller.data().run.get(), site, addr)?;
+            if caller.data().started {
+                reconcile(&mut caller)?;
+                note_stack(&caller);
+                let ctx = caller.data();
+                let p = Pending {
+                    site,
+                    kind: EventKind::Notify,
+                    addr: ea,
+                    len: 4,
+                };
+                if ctx
+                    .run
+                    .get()
+                    .yield_point(ctx.tid, p)
+                    .map_err(|_| end_err())?
+                {
+                    // The guest calls `notify_switched`.
+                    return Ok(-1);
+                }
+            }
+            notify_now(&caller, site, ea, count)
+        },
+    )?;
+
+    linker.func_wrap_async(
+        m,
+        RtImport::NotifySwitched.name(),
         |mut caller: Caller<'_, ThreadCtx>, (site, addr, count): (u32, u32, u32)| {
             Box::new(async move {
-                let run = caller.data().run.clone();
-                let ea = futex_addr(&run.get(), site, addr)?;
-                if caller.data().started {
-                    reconcile(&mut caller)?;
-                    yield_async(
-                        &mut caller,
-                        Pending {
-                            site,
-                            kind: EventKind::Notify,
-                            addr: ea,
-                            len: 4,
-                        },
-                    )
-                    .await?;
-                }
-                let mut st = run.get();
-                check_atomic(&st, ea, 4)?;
-                let tid = caller.data().tid;
-                let woken = st.notify(tid, site, ea, count).map_err(|_| end_err())?;
-                Ok(woken as i32)
+                wait_turn(&mut caller).await?;
+                let ea = futex_addr(&caller.data().run.get(), site, addr)?;
+                notify_now(&caller, site, ea, count)
             })
         },
     )?;

@@ -728,26 +728,30 @@ pub fn add_noop_hooks<T: 'static>(
             }
         },
     )?;
-    let offs = mem_offsets;
-    linker.func_wrap(
-        m,
-        RtImport::Notify.name(),
-        move |mut caller: Caller<'_, T>,
-              site: u32,
-              addr: u32,
-              count: u32|
-              -> wasmtime::Result<i32> {
-            let ea = futex_ea(&offs, site, addr)?;
-            match memory(&mut caller) {
-                Some(Extern::SharedMemory(sm)) => Ok(sm.atomic_notify(ea, count)? as i32),
-                Some(Extern::Memory(mem)) => {
-                    check_futex_addr(ea, 4, mem.data_size(&caller) as u64)?;
-                    Ok(0)
+    // Never -1 here: nothing switches, so `notify_switched` is not called
+    // but links like `notify`.
+    for f in [RtImport::Notify, RtImport::NotifySwitched] {
+        let offs = mem_offsets.clone();
+        linker.func_wrap(
+            m,
+            f.name(),
+            move |mut caller: Caller<'_, T>,
+                  site: u32,
+                  addr: u32,
+                  count: u32|
+                  -> wasmtime::Result<i32> {
+                let ea = futex_ea(&offs, site, addr)?;
+                match memory(&mut caller) {
+                    Some(Extern::SharedMemory(sm)) => Ok(sm.atomic_notify(ea, count)? as i32),
+                    Some(Extern::Memory(mem)) => {
+                        check_futex_addr(ea, 4, mem.data_size(&caller) as u64)?;
+                        Ok(0)
+                    }
+                    _ => Err(no_memory()),
                 }
-                _ => Err(no_memory()),
-            }
-        },
-    )?;
+            },
+        )?;
+    }
 
     linker.func_wrap(
         m,
