@@ -128,6 +128,34 @@ fn timed_wait_uses_virtual_time() {
     );
 }
 
+/// A join that returned is not what a later wait waits for: the report
+/// names the semaphore and its line, in fast and diagnostic runs alike.
+#[test]
+fn a_wait_after_a_join_is_reported_as_itself() {
+    let bytes = std::fs::read(build("tests/programs/join_then_wait.c", &[])).unwrap();
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let src = std::fs::read_to_string(repo().join("tests/programs/join_then_wait.c")).unwrap();
+    let line = src
+        .lines()
+        .position(|l| l.contains("sem_wait(&never)"))
+        .unwrap()
+        + 1;
+    for diagnostics in [false, true] {
+        let cfg = RunConfig {
+            diagnostics,
+            ..RunConfig::default()
+        };
+        let Verdict::Deadlock { threads } = run(&p, &cfg).verdict else {
+            panic!("diagnostics {diagnostics}: not a deadlock");
+        };
+        assert_eq!(threads.len(), 1, "{threads:?}");
+        let t = &threads[0];
+        assert_eq!(t.object.as_deref(), Some("never"), "{t:?}");
+        assert_eq!(t.owner, None, "{t:?}");
+        assert_eq!(t.waits_at, format!("join_then_wait.c:{line}"), "{t:?}");
+    }
+}
+
 #[test]
 fn deadlock_abba_reports_both_threads_mutexes_and_owners() {
     let e = entry("deadlock_abba");

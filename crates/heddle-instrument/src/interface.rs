@@ -105,6 +105,7 @@ host_calls! {
         CallCatching = "call_catching" (I32, I32) -> (I32);
         /// `locked(site, addr, ret)`: a lock operation called at `site` on the
         /// object at `addr` returned `ret` (ownership bookkeeping, no yield).
+        /// Not called after an unlock.
         Locked = "locked" (I32, I32, I32) -> ();
         /// `grow(delta) -> i32`: replaces `memory.grow` (the runtime keeps the
         /// memory's size itself, so that memories can be recycled across

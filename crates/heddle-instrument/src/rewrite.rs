@@ -2041,17 +2041,21 @@ fn rewrite_body<'a>(
                     em.original(op)?;
                 }
                 em.mark(orig, true);
-                if has_result {
-                    em.ins(Instruction::LocalTee(s.r));
+                // An unlock's return tells the host nothing: the release
+                // was its yield point's event.
+                if kind != SiteKind::Unlock {
+                    if has_result {
+                        em.ins(Instruction::LocalTee(s.r));
+                    }
+                    em.ins(Instruction::I32Const(site as i32));
+                    em.ins(Instruction::LocalGet(slots[arg]));
+                    if has_result {
+                        em.ins(Instruction::LocalGet(s.r));
+                    } else {
+                        em.ins(Instruction::I32Const(0));
+                    }
+                    em.ins(Instruction::Call(em.rt(RtImport::Locked)));
                 }
-                em.ins(Instruction::I32Const(site as i32));
-                em.ins(Instruction::LocalGet(slots[arg]));
-                if has_result {
-                    em.ins(Instruction::LocalGet(s.r));
-                } else {
-                    em.ins(Instruction::I32Const(0));
-                }
-                em.ins(Instruction::Call(em.rt(RtImport::Locked)));
             }
             Operator::MemoryGrow { mem: 0 } => {
                 em.mark(orig, true);

@@ -1581,6 +1581,9 @@ impl RunState {
 
     /// A lock operation at `site` on `addr` returned `ret` in thread `tid`.
     pub fn locked(&mut self, tid: Tid, site: SiteId, addr: u32, ret: i32) {
+        // The call returned: the thread no longer waits for its lock or
+        // join (whose `wants` a report would otherwise still show).
+        self.threads[tid as usize].wants = None;
         let kind = self.sites.site(site).map(|s| s.kind);
         use crate::instrument::SiteKind;
         match kind {
@@ -1627,7 +1630,6 @@ impl RunState {
             _ => false,
         };
         let th = &mut self.threads[tid as usize];
-        th.wants = None;
         if took {
             th.holds.push((addr, site));
             self.lock_owner.insert(addr, tid);
