@@ -68,6 +68,8 @@ pub(crate) struct ThreadCtx {
     pub tid: Tid,
     pub run: Arc<RunCell>,
     pub wasi: WasiCtx,
+    /// `argv` and the environment, for the WASI calls heddle answers.
+    pub argv: Arc<wasi::ArgsEnv>,
     /// The instrumented module's preemption-budget global.
     pub budget: Option<Global>,
     /// The instrumented module's skip counter (the fast path).
@@ -87,6 +89,7 @@ impl ThreadCtx {
             tid: 0,
             run: RunCell::detached(),
             wasi: wasi::context("", &[], &[], &[], &wasi::Output::default())?,
+            argv: Default::default(),
             budget: None,
             skip: None,
             sp: None,
@@ -579,6 +582,7 @@ impl Program {
             program: self,
             run: run.clone(),
             wasi: session.ctx.clone(),
+            argv: session.argv.clone(),
             slot,
             threads: Vec::new(),
         };
@@ -1190,6 +1194,7 @@ struct Executor<'p> {
     program: &'p Program,
     run: Arc<RunCell>,
     wasi: WasiCtx,
+    argv: Arc<wasi::ArgsEnv>,
     slot: Slot,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture>>,
@@ -1256,6 +1261,7 @@ impl Executor<'_> {
                 d.tid = tid;
                 d.run = self.run.clone();
                 d.wasi = self.wasi.clone();
+                d.argv = self.argv.clone();
                 w
             }
             None => self.instantiate(tid)?,
@@ -1299,6 +1305,7 @@ impl Executor<'_> {
                 tid,
                 run: self.run.clone(),
                 wasi: self.wasi.clone(),
+                argv: self.argv.clone(),
                 budget: None,
                 skip: None,
                 sp: None,

@@ -6,7 +6,9 @@
 //! heddle's own implementations: both clocks read virtual time, `random_get`
 //! reads a seeded ChaCha8 stream, `sched_yield` is a yield point,
 //! `poll_oneoff` clock subscriptions park the thread in virtual time, and
-//! `proc_exit` ends the run. stdout/stderr go to per-run buffers.
+//! `proc_exit` ends the run. stdout/stderr go to per-run buffers. The
+//! arguments and the environment are heddle's too ([`ArgsEnv`]), laid out
+//! as wasi-common lays them out, only cheaper to ask for.
 
 use super::hooks::{end_err, read_bytes, write_bytes, HostResult};
 use super::state::Outcome;
@@ -72,6 +74,8 @@ pub struct Session {
     bare: bool,
     pub ctx: WasiCtx,
     pub output: Output,
+    /// `argv` and the environment as the guest receives them.
+    pub argv: Arc<ArgsEnv>,
 }
 
 impl Session {
@@ -90,6 +94,7 @@ impl Session {
             bare: grants.is_empty(),
             ctx,
             output,
+            argv: Arc::new(ArgsEnv::new(program, args, env)),
         })
     }
 
@@ -116,6 +121,88 @@ impl Session {
     /// output buffers, which [`Output::take`] empties.
     pub fn as_built(&self) -> bool {
         self.bare && (0..3).all(|fd| self.ctx.table().contains_key(fd))
+    }
+}
+
+/// `argv` (the program's name first) and the environment (`KEY=VALUE`),
+/// as [`context`] gives them to wasi-common.
+#[derive(Debug, Default)]
+pub struct ArgsEnv {
+    pub args: Strings,
+    pub env: Strings,
+}
+
+impl ArgsEnv {
+    pub fn new(program: &str, args: &[String], env: &[(String, String)]) -> ArgsEnv {
+        ArgsEnv {
+            args: Strings::new(std::iter::once(program).chain(args.iter().map(String::as_str))),
+            env: Strings::new(env.iter().map(|(k, v)| format!("{k}={v}"))),
+        }
+    }
+}
+/// The arguments or the environment as `args_get`/`environ_get` hand
+/// them to the guest: every string followed by its NUL, one after the
+/// other, as wasi-common's `StringArray` lays them out. heddle answers
+/// these calls itself: wasi-common's answer costs more than the rest of
+/// an empty `main`'s run (an export look-up, a tracing span and a future
+/// per call).
+#[derive(Debug, Default)]
+pub struct Strings {
+    /// The strings with their NULs.
+    bytes: Vec<u8>,
+    /// Where each string starts in `bytes`.
+    starts: Vec<u32>,
+}
+
+impl Strings {
+    fn new<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> Strings {
+        let mut s = Strings::default();
+        for item in items {
+            s.starts.push(s.bytes.len() as u32);
+            s.bytes.extend_from_slice(item.as_ref().as_bytes());
+            s.bytes.push(0);
+        }
+        s
+    }
+
+    /// The number of strings and their total size with the NULs (what
+    /// `args_sizes_get` and `environ_sizes_get` return).
+    pub fn sizes(&self) -> (u32, u32) {
+        (self.starts.len() as u32, self.bytes.len() as u32)
+    }
+
+    /// Writes the strings at `buf` and a pointer to each at `heads` with
+    /// `write(addr, bytes)` (false: out of bounds). A misaligned `heads`
+    /// or a write out of bounds traps, as in wasi-common.
+    pub fn write(
+        &self,
+        heads: u32,
+        buf: u32,
+        mut write: impl FnMut(u32, &[u8]) -> bool,
+    ) -> HostResult<()> {
+        if self.starts.is_empty() {
+            return Ok(());
+        }
+        if !heads.is_multiple_of(4) {
+            return Err(wasmtime::Trap::HeapMisaligned.into());
+        }
+        let oob = || -> wasmtime::Error { wasmtime::Trap::MemoryOutOfBounds.into() };
+        let end = |base: u32, len: usize| base as u64 + len as u64 <= u32::MAX as u64 + 1;
+        if !end(buf, self.bytes.len()) || !end(heads, 4 * self.starts.len()) {
+            return Err(oob());
+        }
+        if !write(buf, &self.bytes) {
+            return Err(oob());
+        }
+        let ptrs: Vec<u8> = self
+            .starts
+            .iter()
+            .flat_map(|&s| buf.wrapping_add(s).to_le_bytes())
+            .collect();
+        if !write(heads, &ptrs) {
+            return Err(oob());
+        }
+        Ok(())
     }
 }
 
@@ -204,6 +291,38 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             Ok(ERRNO_SUCCESS)
         },
     )?;
+
+    for (name, env) in [("args_sizes_get", false), ("environ_sizes_get", true)] {
+        linker.func_wrap(
+            WASI,
+            name,
+            move |caller: Caller<'_, ThreadCtx>, count: u32, size: u32| -> HostResult<i32> {
+                let argv = &caller.data().argv;
+                let (n, bytes) = if env { &argv.env } else { &argv.args }.sizes();
+                if !count.is_multiple_of(4) || !size.is_multiple_of(4) {
+                    return Err(wasmtime::Trap::HeapMisaligned.into());
+                }
+                let st = caller.data().run.get();
+                write_bytes(&st, count, &n.to_le_bytes())?;
+                write_bytes(&st, size, &bytes.to_le_bytes())?;
+                Ok(ERRNO_SUCCESS)
+            },
+        )?;
+    }
+    for (name, env) in [("args_get", false), ("environ_get", true)] {
+        linker.func_wrap(
+            WASI,
+            name,
+            move |caller: Caller<'_, ThreadCtx>, heads: u32, buf: u32| -> HostResult<i32> {
+                let argv = &caller.data().argv;
+                let st = caller.data().run.get();
+                let mem = st.guest();
+                if env { &argv.env } else { &argv.args }
+                    .write(heads, buf, |addr, bytes| mem.write(addr, bytes))?;
+                Ok(ERRNO_SUCCESS)
+            },
+        )?;
+    }
 
     linker.func_wrap(
         WASI,
@@ -342,4 +461,67 @@ async fn poll_oneoff(
     write_bytes(&st, events, &out)?;
     write_bytes(&st, nevents, &((out.len() / 32) as u32).to_le_bytes())?;
     Ok(ERRNO_SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes into `mem` as the guest's memory: false past its end.
+    fn into(mem: &mut [u8]) -> impl FnMut(u32, &[u8]) -> bool + '_ {
+        move |addr, bytes| {
+            let end = addr as usize + bytes.len();
+            if end > mem.len() {
+                return false;
+            }
+            mem[addr as usize..end].copy_from_slice(bytes);
+            true
+        }
+    }
+
+    /// heddle's `args_*` and `environ_*` answers are wasi-common's, byte
+    /// for byte, and fail where wasi-common's fail.
+    #[test]
+    fn args_and_environment_are_laid_out_as_wasi_common_lays_them_out() {
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let cases = [
+            (s(&[]), vec![]),
+            (s(&["2", "2"]), vec![("A".to_string(), "1".to_string())]),
+            (
+                s(&["", "é ü", "a b c", "--flag=x"]),
+                vec![
+                    ("EMPTY".to_string(), String::new()),
+                    ("K".to_string(), "v=w".to_string()),
+                ],
+            ),
+        ];
+        for (args, env) in &cases {
+            let ours = ArgsEnv::new("target", args, env);
+            let ctx = context("target", args, env, &[], &Output::default()).unwrap();
+            for (mine, theirs) in [(&ours.args, &ctx.args), (&ours.env, &ctx.env)] {
+                assert_eq!(
+                    mine.sizes(),
+                    (theirs.number_elements(), theirs.cumulative_size())
+                );
+                for (heads, buf) in [(64, 1024), (1024, 64), (4088, 0), (0, 4090), (2, 64)] {
+                    let mut a = vec![0xa5u8; 4096];
+                    let mut b = a.clone();
+                    let got = mine.write(heads, buf, into(&mut a));
+                    let want = theirs.write_to_guest(
+                        &mut wiggle::GuestMemory::Unshared(&mut b),
+                        wiggle::GuestPtr::new(buf),
+                        wiggle::GuestPtr::new(heads),
+                    );
+                    assert_eq!(
+                        got.is_ok(),
+                        want.is_ok(),
+                        "{args:?} {env:?} at {heads}, {buf}"
+                    );
+                    if got.is_ok() {
+                        assert_eq!(a, b, "{args:?} {env:?} at {heads}, {buf}");
+                    }
+                }
+            }
+        }
+    }
 }
