@@ -70,6 +70,8 @@ pub(crate) struct ThreadCtx {
     pub wasi: WasiCtx,
     /// `argv` and the environment, for the WASI calls heddle answers.
     pub argv: Arc<wasi::ArgsEnv>,
+    /// [`Program`]'s `memory_export`.
+    pub memory_export: bool,
     /// The instrumented module's preemption-budget global.
     pub budget: Option<Global>,
     /// The instrumented module's skip counter (the fast path).
@@ -90,6 +92,7 @@ impl ThreadCtx {
             run: RunCell::detached(),
             wasi: wasi::context("", &[], &[], &[], &wasi::Output::default())?,
             argv: Default::default(),
+            memory_export: false,
             budget: None,
             skip: None,
             sp: None,
@@ -286,6 +289,9 @@ pub struct Program {
     debug: Mutex<Option<DebugInfo>>,
     mem_pages: (u32, u32),
     has_thread_start: bool,
+    /// The instrumented module exports its memory as `memory`, which
+    /// wasi-common's calls need (heddle's own WASI answers check it too).
+    memory_export: bool,
     /// SHA-256 of the original (uninstrumented) module.
     pub module_sha256: String,
     /// How the module was instrumented.
@@ -354,6 +360,9 @@ impl Program {
                 );
             }
         }
+        let memory_export = module
+            .exports()
+            .any(|e| e.name() == "memory" && matches!(e.ty(), wasmtime::ExternType::Memory(_)));
         Ok(Program {
             engine,
             module,
@@ -369,6 +378,7 @@ impl Program {
             debug: Mutex::new(None),
             mem_pages: (min, max),
             has_thread_start: info.exports_func("wasi_thread_start"),
+            memory_export,
             module_sha256: paths::sha256_hex(bytes),
             instrumentation: cfg.clone(),
         })
@@ -1306,6 +1316,7 @@ impl Executor<'_> {
                 run: self.run.clone(),
                 wasi: self.wasi.clone(),
                 argv: self.argv.clone(),
+                memory_export: self.program.memory_export,
                 budget: None,
                 skip: None,
                 sp: None,

@@ -297,6 +297,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             WASI,
             name,
             move |caller: Caller<'_, ThreadCtx>, count: u32, size: u32| -> HostResult<i32> {
+                need_memory_export(&caller)?;
                 let argv = &caller.data().argv;
                 let (n, bytes) = if env { &argv.env } else { &argv.args }.sizes();
                 if !count.is_multiple_of(4) || !size.is_multiple_of(4) {
@@ -314,6 +315,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             WASI,
             name,
             move |caller: Caller<'_, ThreadCtx>, heads: u32, buf: u32| -> HostResult<i32> {
+                need_memory_export(&caller)?;
                 let argv = &caller.data().argv;
                 let st = caller.data().run.get();
                 let mem = st.guest();
@@ -363,6 +365,16 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// wasi-common's calls fail without a `memory` export; heddle's answers to
+/// the same calls fail alike.
+fn need_memory_export(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
+    if caller.data().memory_export {
+        Ok(())
+    } else {
+        Err(wasmtime::Error::msg("missing required memory export"))
+    }
 }
 
 enum Sub {
