@@ -140,12 +140,12 @@ impl ArgsEnv {
         }
     }
 }
+
 /// The arguments or the environment as `args_get`/`environ_get` hand
 /// them to the guest: every string followed by its NUL, one after the
 /// other, as wasi-common's `StringArray` lays them out. heddle answers
-/// these calls itself: wasi-common's answer costs more than the rest of
-/// an empty `main`'s run (an export look-up, a tracing span and a future
-/// per call).
+/// these calls itself: wasi-common's answer looks up the `memory` export
+/// by name, opens a tracing span and runs a future per call.
 #[derive(Debug, Default)]
 pub struct Strings {
     /// The strings with their NULs.
