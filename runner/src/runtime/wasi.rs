@@ -187,10 +187,6 @@ impl Strings {
             return Err(wasmtime::Trap::HeapMisaligned.into());
         }
         let oob = || -> wasmtime::Error { wasmtime::Trap::MemoryOutOfBounds.into() };
-        let end = |base: u32, len: usize| base as u64 + len as u64 <= u32::MAX as u64 + 1;
-        if !end(buf, self.bytes.len()) || !end(heads, 4 * self.starts.len()) {
-            return Err(oob());
-        }
         if !write(buf, &self.bytes) {
             return Err(oob());
         }
@@ -297,9 +293,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             WASI,
             name,
             move |caller: Caller<'_, ThreadCtx>, count: u32, size: u32| -> HostResult<i32> {
-                need_memory_export(&caller)?;
-                let argv = &caller.data().argv;
-                let (n, bytes) = if env { &argv.env } else { &argv.args }.sizes();
+                let (n, bytes) = strings(&caller, env)?.sizes();
                 if !count.is_multiple_of(4) || !size.is_multiple_of(4) {
                     return Err(wasmtime::Trap::HeapMisaligned.into());
                 }
@@ -315,12 +309,10 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             WASI,
             name,
             move |caller: Caller<'_, ThreadCtx>, heads: u32, buf: u32| -> HostResult<i32> {
-                need_memory_export(&caller)?;
-                let argv = &caller.data().argv;
+                let strings = strings(&caller, env)?;
                 let st = caller.data().run.get();
                 let mem = st.guest();
-                if env { &argv.env } else { &argv.args }
-                    .write(heads, buf, |addr, bytes| mem.write(addr, bytes))?;
+                strings.write(heads, buf, |addr, bytes| mem.write(addr, bytes))?;
                 Ok(ERRNO_SUCCESS)
             },
         )?;
@@ -367,14 +359,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
     Ok(())
 }
 
-/// wasi-common's calls fail without a `memory` export; heddle's answers to
-/// the same calls fail alike.
-fn need_memory_export(caller: &Caller<'_, ThreadCtx>) -> HostResult<()> {
-    if caller.data().memory_export {
-        Ok(())
-    } else {
-        Err(wasmtime::Error::msg("missing required memory export"))
+/// The environment (`env`) or the arguments, for heddle's answers to
+/// `environ_*` and `args_*`. Like wasi-common's calls, they fail when the
+/// module exports no `memory`.
+fn strings<'c>(caller: &'c Caller<'_, ThreadCtx>, env: bool) -> HostResult<&'c Strings> {
+    let ctx = caller.data();
+    if !ctx.memory_export {
+        return Err(wasmtime::Error::msg("missing required memory export"));
     }
+    Ok(if env { &ctx.argv.env } else { &ctx.argv.args })
 }
 
 enum Sub {
