@@ -1568,6 +1568,54 @@ fn a_run_finds_its_wasi_descriptors_and_arguments_as_built() {
     }
 }
 
+/// Writes to stdout and stderr follow the descriptors within a run: once
+/// stderr is moved over stdout (`fd_renumber(2, 1)`), descriptor 1 writes
+/// to stderr, and 2 and a closed 1 are bad descriptors (errno 8). The
+/// module traps when a call returns other than expected.
+#[test]
+fn writes_follow_descriptors_moved_within_a_run() {
+    let bytes = wat::parse_str(
+        r#"(module
+          (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $fdstat (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_renumber" (func $renumber (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_close" (func $close (param i32) (result i32)))
+          (import "env" "memory" (memory 1 1 shared))
+          (export "memory" (memory 0))
+          (data (i32.const 9216) "one\n")
+          (data (i32.const 9224) "two\n")
+          (data (i32.const 9232) "three\n")
+          (func $print (param $fd i32) (param $ptr i32) (param $len i32) (param $errno i32)
+            (i32.store (i32.const 8192) (local.get $ptr))
+            (i32.store (i32.const 8196) (local.get $len))
+            (if (i32.ne (call $write (local.get $fd) (i32.const 8192) (i32.const 1) (i32.const 8200))
+                        (local.get $errno))
+              (then unreachable)))
+          (func (export "_start")
+            (call $print (i32.const 1) (i32.const 9216) (i32.const 4) (i32.const 0))
+            (if (i32.ne (call $fdstat (i32.const 1) (i32.const 8208)) (i32.const 0)) (then unreachable))
+            (if (i32.ne (call $renumber (i32.const 2) (i32.const 1)) (i32.const 0)) (then unreachable))
+            (call $print (i32.const 1) (i32.const 9224) (i32.const 4) (i32.const 0))
+            (call $print (i32.const 2) (i32.const 9232) (i32.const 6) (i32.const 8))
+            (if (i32.ne (call $fdstat (i32.const 2) (i32.const 8208)) (i32.const 8)) (then unreachable))
+            (if (i32.ne (call $close (i32.const 1)) (i32.const 0)) (then unreachable))
+            (call $print (i32.const 1) (i32.const 9232) (i32.const 6) (i32.const 8))))"#,
+    )
+    .expect("valid wat");
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    for seed in 0..3 {
+        let r = p
+            .run(&RunConfig {
+                seed,
+                ..RunConfig::default()
+            })
+            .expect("run");
+        assert!(r.verdict.is_pass(), "seed {seed}: {:?}", r.verdict);
+        assert_eq!(text(&r.stdout), "one\n", "seed {seed}");
+        assert_eq!(text(&r.stderr), "two\n", "seed {seed}");
+    }
+}
+
 /// An error a host function returns is named in the run's verdict by what
 /// it says, not by the backtrace wasmtime wraps it in: a module that calls
 /// WASI without exporting its memory.

@@ -163,6 +163,13 @@ impl ModuleInfo {
             .any(|(n, k, _)| n == name && *k == ExternalKind::Func)
     }
 
+    /// Whether memory `index` is exported as `name`.
+    pub fn exports_memory(&self, name: &str, index: u32) -> bool {
+        self.exports
+            .iter()
+            .any(|(n, k, i)| n == name && *k == ExternalKind::Memory && *i == index)
+    }
+
     /// wasm-ld's trap stubs (`signature_mismatch:*`, `undefined_weak:*`),
     /// except those for optional hooks that wasi-libc tests for null before
     /// calling ([`BENIGN_WEAK`]).

@@ -101,6 +101,27 @@ impl<'a> GuestMemory<'a> {
         Some(start..end)
     }
 
+    /// Whether `[addr, addr + len)` is inside the memory.
+    pub fn contains(&self, addr: u32, len: u32) -> bool {
+        self.range(addr, len as usize).is_some()
+    }
+
+    /// Appends the `len` bytes at `addr` to `out`; false (and nothing
+    /// appended) when out of bounds.
+    pub fn append(&self, addr: u32, len: u32, out: &mut Vec<u8>) -> bool {
+        let Some(r) = self.range(addr, len as usize) else {
+            return false;
+        };
+        let cells = &self.data[r];
+        // SAFETY: `UnsafeCell<u8>` has the layout of `u8`, and the
+        // `serialized` contract: nothing else accesses the memory while
+        // this view is used.
+        out.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len())
+        });
+        true
+    }
+
     /// `len` bytes at `addr`, or None when out of bounds.
     pub fn read(&self, addr: u32, len: u32) -> Option<Vec<u8>> {
         Some(

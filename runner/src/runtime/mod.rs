@@ -68,8 +68,8 @@ pub(crate) struct ThreadCtx {
     pub tid: Tid,
     pub run: Arc<RunCell>,
     pub wasi: WasiCtx,
-    /// `argv` and the environment, for the WASI calls heddle answers.
-    pub argv: Arc<wasi::ArgsEnv>,
+    /// What the WASI calls heddle answers itself are answered from.
+    pub answers: Arc<wasi::Answers>,
     /// [`Program`]'s `memory_export`.
     pub memory_export: bool,
     /// The instrumented module's preemption-budget global.
@@ -91,7 +91,7 @@ impl ThreadCtx {
             tid: 0,
             run: RunCell::detached(),
             wasi: wasi::context("", &[], &[], &[], &wasi::Output::default())?,
-            argv: Default::default(),
+            answers: Default::default(),
             memory_export: false,
             budget: None,
             skip: None,
@@ -289,8 +289,10 @@ pub struct Program {
     debug: Mutex<Option<DebugInfo>>,
     mem_pages: (u32, u32),
     has_thread_start: bool,
-    /// The instrumented module exports its memory as `memory`, which
-    /// wasi-common's calls need (heddle's own WASI answers check it too).
+    /// The module exports its imported memory (memory 0, the run's) as
+    /// `memory`, where wasi-common's calls read and write: heddle answers
+    /// WASI calls itself only then, and otherwise lets wasi-common answer
+    /// (with the memory exported as `memory`, or its error without one).
     memory_export: bool,
     /// SHA-256 of the original (uninstrumented) module.
     pub module_sha256: String,
@@ -360,9 +362,7 @@ impl Program {
                 );
             }
         }
-        let memory_export = module
-            .exports()
-            .any(|e| e.name() == "memory" && matches!(e.ty(), wasmtime::ExternType::Memory(_)));
+        let memory_export = info.exports_memory("memory", 0);
         Ok(Program {
             engine,
             module,
@@ -592,7 +592,7 @@ impl Program {
             program: self,
             run: run.clone(),
             wasi: session.ctx.clone(),
-            argv: session.argv.clone(),
+            answers: session.answers.clone(),
             slot,
             threads: Vec::new(),
         };
@@ -1204,7 +1204,7 @@ struct Executor<'p> {
     program: &'p Program,
     run: Arc<RunCell>,
     wasi: WasiCtx,
-    argv: Arc<wasi::ArgsEnv>,
+    answers: Arc<wasi::Answers>,
     slot: Slot,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture>>,
@@ -1271,7 +1271,7 @@ impl Executor<'_> {
                 d.tid = tid;
                 d.run = self.run.clone();
                 d.wasi = self.wasi.clone();
-                d.argv = self.argv.clone();
+                d.answers = self.answers.clone();
                 w
             }
             None => self.instantiate(tid)?,
@@ -1315,7 +1315,7 @@ impl Executor<'_> {
                 tid,
                 run: self.run.clone(),
                 wasi: self.wasi.clone(),
-                argv: self.argv.clone(),
+                answers: self.answers.clone(),
                 memory_export: self.program.memory_export,
                 budget: None,
                 skip: None,

@@ -7,10 +7,13 @@
 //! reads a seeded ChaCha8 stream, `sched_yield` is a yield point,
 //! `poll_oneoff` clock subscriptions park the thread in virtual time, and
 //! `proc_exit` ends the run. stdout/stderr go to per-run buffers. The
-//! arguments and the environment are heddle's too ([`ArgsEnv`]), laid out
-//! as wasi-common lays them out, only cheaper to ask for.
+//! arguments, the environment and, while they are as built, writes to
+//! stdout and stderr are answered by heddle too ([`Answers`]), byte for
+//! byte as wasi-common answers them, only cheaper to ask for; what they do
+//! not cover goes to wasi-common ([`by_wasi_common`]).
 
 use super::hooks::{end_err, read_bytes, write_bytes, HostResult};
+use super::memory::GuestMemory;
 use super::state::Outcome;
 use super::ThreadCtx;
 use crate::model::{Block, Clock, EventKind, Pending};
@@ -18,8 +21,9 @@ use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use wasi_common::pipe::{ReadPipe, WritePipe};
+use wasi_common::snapshots::preview_1::{types, wasi_snapshot_preview1 as preview1};
 use wasi_common::{Table, WasiCtx};
-use wasmtime::{Caller, Linker};
+use wasmtime::{Caller, Extern, Linker};
 
 const WASI: &str = "wasi_snapshot_preview1";
 const ERRNO_SUCCESS: i32 = 0;
@@ -49,7 +53,7 @@ impl Grant {
 }
 
 /// Output buffers of one run.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Output {
     pub stdout: Arc<RwLock<Vec<u8>>>,
     pub stderr: Arc<RwLock<Vec<u8>>>,
@@ -74,8 +78,8 @@ pub struct Session {
     bare: bool,
     pub ctx: WasiCtx,
     pub output: Output,
-    /// `argv` and the environment as the guest receives them.
-    pub argv: Arc<ArgsEnv>,
+    /// What heddle answers itself.
+    pub answers: Arc<Answers>,
 }
 
 impl Session {
@@ -88,13 +92,19 @@ impl Session {
     ) -> Result<Session> {
         let output = Output::default();
         let ctx = context(program, args, env, grants, &output)?;
+        let bare = grants.is_empty();
         Ok(Session {
             args: args.to_vec(),
             env: env.to_vec(),
-            bare: grants.is_empty(),
+            bare,
             ctx,
+            answers: Arc::new(Answers::new(
+                program,
+                args,
+                env,
+                bare.then(|| output.clone()),
+            )),
             output,
-            argv: Arc::new(ArgsEnv::new(program, args, env)),
         })
     }
 
@@ -120,25 +130,106 @@ impl Session {
     /// removes its source). The pipes behind them keep no state but the
     /// output buffers, which [`Output::take`] empties.
     pub fn as_built(&self) -> bool {
-        self.bare && (0..3).all(|fd| self.ctx.table().contains_key(fd))
+        self.bare && std_as_built(&self.ctx)
     }
 }
 
+/// Whether descriptors 0, 1 and 2 are all still open in `ctx`. In a
+/// context without a granted directory that means each is still the pipe
+/// [`context`] put there: the guest can open no descriptor there, and a
+/// renumbering both needs its target open and removes its source, so each
+/// one drops a pipe for good.
+fn std_as_built(ctx: &WasiCtx) -> bool {
+    let table = ctx.table();
+    (0..3).all(|fd| table.contains_key(fd))
+}
+
+/// What heddle answers WASI calls from instead of asking wasi-common:
 /// `argv` (the program's name first) and the environment (`KEY=VALUE`),
-/// as [`context`] gives them to wasi-common.
+/// as [`context`] gives them to wasi-common, and the buffers behind stdout
+/// and stderr when no directory was granted.
 #[derive(Debug, Default)]
-pub struct ArgsEnv {
+pub struct Answers {
     pub args: Strings,
     pub env: Strings,
+    /// The run's output, in a context without a granted directory (where
+    /// [`std_as_built`] tells whether descriptors 1 and 2 still write to
+    /// it).
+    pub std: Option<Output>,
 }
 
-impl ArgsEnv {
-    pub fn new(program: &str, args: &[String], env: &[(String, String)]) -> ArgsEnv {
-        ArgsEnv {
+impl Answers {
+    pub fn new(
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        std: Option<Output>,
+    ) -> Answers {
+        Answers {
             args: Strings::new(std::iter::once(program).chain(args.iter().map(String::as_str))),
             env: Strings::new(env.iter().map(|(k, v)| format!("{k}={v}"))),
+            std,
         }
     }
+
+    /// The buffer that `fd` writes to, when it is stdout or stderr as
+    /// [`context`] built them.
+    fn std_buffer(&self, ctx: &WasiCtx, fd: i32) -> Option<&Arc<RwLock<Vec<u8>>>> {
+        let out = self.std.as_ref()?;
+        let buffer = match fd {
+            1 => &out.stdout,
+            2 => &out.stderr,
+            _ => return None,
+        };
+        std_as_built(ctx).then_some(buffer)
+    }
+}
+
+/// Writes wasi-common's `fd_fdstat_get` of stdout and stderr (write-only
+/// pipes, which it reports as of unknown type, appending) with
+/// `write(offset, bytes)`, field by field as its `Fdstat` is laid out in
+/// guest memory. The padding between fields is left as it was.
+fn std_fdstat(mut write: impl FnMut(u32, &[u8])) {
+    write(0, &[types::Filetype::Unknown as u8]);
+    write(2, &types::Fdflags::APPEND.bits().to_le_bytes());
+    write(8, &types::Rights::FD_WRITE.bits().to_le_bytes());
+    write(16, &types::Rights::empty().bits().to_le_bytes());
+}
+
+/// Writes what `fd_write(fd, iovs, count, written)` writes, when `fd` is
+/// stdout or stderr as built and every pointer is good: the bytes of the
+/// `count` iovecs at `iovs`, appended to `buffer`, and their number at
+/// `written`. None (nothing written) when wasi-common's answer would not
+/// be that plain success: a pointer misaligned or out of bounds, or more
+/// iovecs than a C library passes.
+fn std_write(
+    mem: GuestMemory<'_>,
+    buffer: &RwLock<Vec<u8>>,
+    iovs: u32,
+    count: u32,
+    written: u32,
+) -> Option<()> {
+    const MAX_IOVECS: u32 = 16;
+    if count > MAX_IOVECS || !iovs.is_multiple_of(4) || !written.is_multiple_of(4) {
+        return None;
+    }
+    mem.contains(written, 4).then_some(())?;
+    let mut parts = [(0u32, 0u32); MAX_IOVECS as usize];
+    let mut total = 0u32;
+    for (i, part) in parts.iter_mut().take(count as usize).enumerate() {
+        let at = iovs.checked_add(8 * i as u32)?;
+        let buf = mem.read_le(at, 4)? as u32;
+        let len = mem.read_le(at.checked_add(4)?, 4)? as u32;
+        mem.contains(buf, len).then_some(())?;
+        total = total.checked_add(len)?;
+        *part = (buf, len);
+    }
+    let mut out = buffer.write().unwrap_or_else(|e| e.into_inner());
+    for &(buf, len) in &parts[..count as usize] {
+        mem.append(buf, len, &mut out);
+    }
+    mem.write(written, &total.to_le_bytes());
+    Some(())
 }
 
 /// The arguments or the environment as `args_get`/`environ_get` hand
@@ -292,8 +383,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         linker.func_wrap(
             WASI,
             name,
-            move |caller: Caller<'_, ThreadCtx>, count: u32, size: u32| -> HostResult<i32> {
-                let (n, bytes) = strings(&caller, env)?.sizes();
+            move |mut caller: Caller<'_, ThreadCtx>, count: u32, size: u32| -> HostResult<i32> {
+                if !caller.data().memory_export {
+                    let (count, size) = (count as i32, size as i32);
+                    return by_wasi_common(&mut caller, |ctx, mem| match env {
+                        false => settle(preview1::args_sizes_get(ctx, mem, count, size)),
+                        true => settle(preview1::environ_sizes_get(ctx, mem, count, size)),
+                    });
+                }
+                let (n, bytes) = strings(caller.data(), env).sizes();
                 if !count.is_multiple_of(4) || !size.is_multiple_of(4) {
                     return Err(wasmtime::Trap::HeapMisaligned.into());
                 }
@@ -308,8 +406,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         linker.func_wrap(
             WASI,
             name,
-            move |caller: Caller<'_, ThreadCtx>, heads: u32, buf: u32| -> HostResult<i32> {
-                let strings = strings(&caller, env)?;
+            move |mut caller: Caller<'_, ThreadCtx>, heads: u32, buf: u32| -> HostResult<i32> {
+                if !caller.data().memory_export {
+                    let (heads, buf) = (heads as i32, buf as i32);
+                    return by_wasi_common(&mut caller, |ctx, mem| match env {
+                        false => settle(preview1::args_get(ctx, mem, heads, buf)),
+                        true => settle(preview1::environ_get(ctx, mem, heads, buf)),
+                    });
+                }
+                let strings = strings(caller.data(), env);
                 let st = caller.data().run.get();
                 let mem = st.guest();
                 strings.write(heads, buf, |addr, bytes| mem.write(addr, bytes))?;
@@ -317,6 +422,60 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             },
         )?;
     }
+
+    linker.func_wrap(
+        WASI,
+        "fd_write",
+        |mut caller: Caller<'_, ThreadCtx>,
+         fd: i32,
+         iovs: i32,
+         count: i32,
+         written: i32|
+         -> HostResult<i32> {
+            let ctx = caller.data();
+            if ctx.memory_export {
+                if let Some(buffer) = ctx.answers.std_buffer(&ctx.wasi, fd) {
+                    let st = ctx.run.get();
+                    if std_write(
+                        st.guest(),
+                        buffer,
+                        iovs as u32,
+                        count as u32,
+                        written as u32,
+                    )
+                    .is_some()
+                    {
+                        return Ok(ERRNO_SUCCESS);
+                    }
+                }
+            }
+            by_wasi_common(&mut caller, |ctx, mem| {
+                settle(preview1::fd_write(ctx, mem, fd, iovs, count, written))
+            })
+        },
+    )?;
+
+    linker.func_wrap(
+        WASI,
+        "fd_fdstat_get",
+        |mut caller: Caller<'_, ThreadCtx>, fd: i32, out: i32| -> HostResult<i32> {
+            let ctx = caller.data();
+            if ctx.memory_export && ctx.answers.std_buffer(&ctx.wasi, fd).is_some() {
+                let st = ctx.run.get();
+                let mem = st.guest();
+                let at = out as u32;
+                if at.is_multiple_of(8) && mem.contains(at, 24) {
+                    std_fdstat(|offset, bytes| {
+                        mem.write(at + offset, bytes);
+                    });
+                    return Ok(ERRNO_SUCCESS);
+                }
+            }
+            by_wasi_common(&mut caller, |ctx, mem| {
+                settle(preview1::fd_fdstat_get(ctx, mem, fd, out))
+            })
+        },
+    )?;
 
     linker.func_wrap(
         WASI,
@@ -360,14 +519,39 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
 }
 
 /// The environment (`env`) or the arguments, for heddle's answers to
-/// `environ_*` and `args_*`. Like wasi-common's calls, they fail when the
-/// module exports no `memory`.
-fn strings<'c>(caller: &'c Caller<'_, ThreadCtx>, env: bool) -> HostResult<&'c Strings> {
-    let ctx = caller.data();
-    if !ctx.memory_export {
-        return Err(wasmtime::Error::msg("missing required memory export"));
+/// `environ_*` and `args_*`.
+fn strings(ctx: &ThreadCtx, env: bool) -> &Strings {
+    if env {
+        &ctx.answers.env
+    } else {
+        &ctx.answers.args
     }
-    Ok(if env { &ctx.argv.env } else { &ctx.argv.args })
+}
+
+/// Answers a call as wasi-common's own host function would: with the
+/// memory the module exports as `memory`, found as wiggle's glue finds it.
+/// For the calls heddle answers itself, whenever its answer does not
+/// apply.
+fn by_wasi_common(
+    caller: &mut Caller<'_, ThreadCtx>,
+    call: impl FnOnce(&mut WasiCtx, &mut wiggle::GuestMemory<'_>) -> HostResult<i32>,
+) -> HostResult<i32> {
+    match caller.get_export("memory") {
+        Some(Extern::Memory(m)) => {
+            let (mem, ctx) = m.data_and_store_mut(&mut *caller);
+            call(&mut ctx.wasi, &mut wiggle::GuestMemory::Unshared(mem))
+        }
+        Some(Extern::SharedMemory(m)) => call(
+            &mut caller.data_mut().wasi,
+            &mut wiggle::GuestMemory::Shared(m.data()),
+        ),
+        _ => Err(wasmtime::Error::msg("missing required memory export")),
+    }
+}
+
+/// The result of one of wasi-common's calls, whose futures never wait.
+fn settle(call: impl std::future::Future<Output = HostResult<i32>>) -> HostResult<i32> {
+    wiggle::run_in_dummy_executor(call)?
 }
 
 enum Sub {
@@ -501,7 +685,7 @@ mod tests {
             ),
         ];
         for (args, env) in &cases {
-            let ours = ArgsEnv::new("target", args, env);
+            let ours = Answers::new("target", args, env, None);
             let ctx = context("target", args, env, &[], &Output::default()).unwrap();
             for (mine, theirs) in [(&ours.args, &ctx.args), (&ours.env, &ctx.env)] {
                 assert_eq!(
@@ -528,5 +712,124 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A memory of `n` bytes, all 0xa5, as both heddle and wiggle see a
+    /// shared one.
+    fn cells(n: usize) -> Vec<std::cell::UnsafeCell<u8>> {
+        (0..n).map(|_| std::cell::UnsafeCell::new(0xa5)).collect()
+    }
+
+    fn bytes(mem: &[std::cell::UnsafeCell<u8>]) -> Vec<u8> {
+        // SAFETY: the test's memory, used by no one else.
+        unsafe { GuestMemory::serialized(mem) }
+            .read(0, mem.len() as u32)
+            .unwrap()
+    }
+
+    /// heddle's answers to `fd_write` and `fd_fdstat_get` on stdout and
+    /// stderr leave the memory and the output as wasi-common's leave them,
+    /// and apply wherever a C library's call would succeed.
+    #[test]
+    fn writes_to_stdout_and_stderr_are_answered_as_wasi_common_answers_them() {
+        // (iovecs at, their count, the count written at, the iovecs, whether
+        // heddle answers)
+        type Case = (u32, u32, u32, &'static [(u32, u32)], bool);
+        let cases: &[Case] = &[
+            (64, 2, 128, &[(1024, 5), (2048, 3)], true),
+            (64, 0, 128, &[], true),
+            (64, 3, 128, &[(1024, 0), (1030, 7), (4095, 1)], true),
+            (4088, 1, 4092, &[(0, 4096)], true),
+            (64, 1, 1024, &[(1024, 8)], true),
+            (64, 1, 64, &[(1024, 8)], true),
+            (64, 1, 130, &[(1024, 5)], false),
+            (66, 1, 128, &[(1024, 5)], false),
+            (64, 1, 128, &[(4090, 10)], false),
+            (64, 1, 4094, &[(1024, 5)], false),
+            (4092, 1, 128, &[], false),
+            (64, 17, 128, &[], false),
+        ];
+        for fd in [1, 2] {
+            for &(iovs, count, written, parts, ours_applies) in cases {
+                let (mine, theirs) = (cells(4096), cells(4096));
+                for mem in [&mine, &theirs] {
+                    // SAFETY: the test's memory, used by no one else.
+                    let m = unsafe { GuestMemory::serialized(mem) };
+                    for (i, &(buf, len)) in parts.iter().enumerate() {
+                        let at = iovs + 8 * i as u32;
+                        m.write(at, &buf.to_le_bytes());
+                        m.write(at + 4, &len.to_le_bytes());
+                        let text: Vec<u8> = (0..len.min(64)).map(|b| b as u8 + i as u8).collect();
+                        m.write(buf, &text);
+                    }
+                }
+                let out = Output::default();
+                let buffer = if fd == 1 { &out.stdout } else { &out.stderr };
+                // SAFETY: the test's memory, used by no one else.
+                let got = std_write(
+                    unsafe { GuestMemory::serialized(&mine) },
+                    buffer,
+                    iovs,
+                    count,
+                    written,
+                );
+                let case = format!("fd {fd}, iovecs {parts:?} at {iovs}, count at {written}");
+                assert_eq!(got.is_some(), ours_applies, "{case}");
+                let their_out = Output::default();
+                let mut ctx = context("t", &[], &[], &[], &their_out).unwrap();
+                let want = settle(preview1::fd_write(
+                    &mut ctx,
+                    &mut wiggle::GuestMemory::Shared(&theirs),
+                    fd,
+                    iovs as i32,
+                    count as i32,
+                    written as i32,
+                ));
+                if got.is_some() {
+                    assert_eq!(want.ok(), Some(ERRNO_SUCCESS), "{case}");
+                    assert_eq!(bytes(&mine), bytes(&theirs), "{case}");
+                    assert_eq!(out.take(), their_out.take(), "{case}");
+                }
+            }
+            for at in [0, 64, 4072, 4073, 4076, 4080, 4096] {
+                let (mine, theirs) = (cells(4096), cells(4096));
+                let ours = at % 8 == 0 && at + 24 <= 4096;
+                if ours {
+                    // SAFETY: the test's memory, used by no one else.
+                    let m = unsafe { GuestMemory::serialized(&mine) };
+                    std_fdstat(|offset, bytes| assert!(m.write(at + offset, bytes)));
+                }
+                let mut ctx = context("t", &[], &[], &[], &Output::default()).unwrap();
+                let want = settle(preview1::fd_fdstat_get(
+                    &mut ctx,
+                    &mut wiggle::GuestMemory::Shared(&theirs),
+                    fd,
+                    at as i32,
+                ));
+                assert_eq!(want.is_ok(), ours, "fd {fd}, fdstat at {at}");
+                if ours {
+                    assert_eq!(want.ok(), Some(ERRNO_SUCCESS));
+                    assert_eq!(bytes(&mine), bytes(&theirs), "fd {fd}, fdstat at {at}");
+                }
+            }
+        }
+    }
+
+    /// heddle answers for stdout and stderr only while 0, 1 and 2 are all
+    /// open, and never without the buffers of a bare context.
+    #[test]
+    fn stdout_and_stderr_are_answered_only_as_built() {
+        let out = Output::default();
+        let ctx = context("t", &[], &[], &[], &out).unwrap();
+        let answers = Answers::new("t", &[], &[], Some(out.clone()));
+        assert!(answers.std_buffer(&ctx, 0).is_none());
+        assert!(answers.std_buffer(&ctx, 1).is_some());
+        assert!(answers.std_buffer(&ctx, 2).is_some());
+        assert!(answers.std_buffer(&ctx, 3).is_none());
+        assert!(Answers::new("t", &[], &[], None)
+            .std_buffer(&ctx, 1)
+            .is_none());
+        ctx.table().renumber(2, 1).unwrap();
+        assert!(answers.std_buffer(&ctx, 1).is_none());
     }
 }
