@@ -195,8 +195,9 @@ impl<'a> GuestMemory<'a> {
     /// even read: they hold zeros ([`PageMap`]). Give `pages` only for a
     /// memory that is a private anonymous mapping, as wasmtime maps a shared
     /// memory (it has no copy-on-write image): in a file mapping an
-    /// unpopulated page holds the file's bytes.
-    pub fn reset(&self, image: &[u8], len: usize, pages: Option<&PageMap>) {
+    /// unpopulated page holds the file's bytes. `known` is what the last
+    /// reset of this memory found populated ([`Populated`]).
+    pub fn reset(&self, image: &[u8], len: usize, pages: Option<&PageMap>, known: &mut Populated) {
         let len = len.min(self.data.len());
         // SAFETY: the `serialized` contract; the range is inside the memory.
         let mem = unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut u8, len) };
@@ -206,10 +207,15 @@ impl<'a> GuestMemory<'a> {
         let base = mem.as_ptr() as usize;
         let aligned = (head + (base + head).wrapping_neg() % PAGE).min(len);
         clear_blocks(&mut mem[head..aligned]);
-        let rest = &mut mem[aligned..];
-        match pages.filter(|m| rest.len() >= if m.scan { PAGE } else { PAGEMAP_MIN }) {
-            Some(map) => map.for_each_populated(rest, clear_blocks),
-            None => clear_blocks(rest),
+        let rest = len - aligned;
+        match pages.filter(|m| rest >= if m.scan { PAGE } else { PAGEMAP_MIN }) {
+            Some(map) if map.scan => {
+                map.for_each_populated_since(mem, aligned, known, clear_blocks)
+            }
+            Some(map) => {
+                map.for_each_populated(&mut mem[aligned..], clear_blocks);
+            }
+            None => clear_blocks(&mut mem[aligned..]),
         }
     }
 
@@ -399,8 +405,8 @@ impl PageMap {
     /// that may hold a non-zero byte, in order: with `PAGEMAP_SCAN`, each
     /// run of pages it reports; otherwise each page the entries do not show
     /// as never populated; and in both, what follows a failed call and the
-    /// tail shorter than a page.
-    fn for_each_populated(&self, mem: &mut [u8], mut f: impl FnMut(&mut [u8])) {
+    /// tail shorter than a page. Returns whether no call failed.
+    fn for_each_populated(&self, mem: &mut [u8], mut f: impl FnMut(&mut [u8])) -> bool {
         let base = mem.as_ptr() as usize;
         debug_assert_eq!(base % PAGE, 0);
         if self.scan {
@@ -426,11 +432,11 @@ impl PageMap {
             if done < mem.len() {
                 f(&mut mem[done..]);
             }
-            return;
+            return whole;
         }
         let pages = mem.len() / PAGE;
         let mut chunks = mem.chunks_mut(PAGE);
-        self.entries(base, pages, |populated| {
+        let whole = self.entries(base, pages, |populated| {
             let chunk = chunks.next().expect("one chunk per page");
             if populated {
                 f(chunk);
@@ -444,6 +450,74 @@ impl PageMap {
         for chunk in chunks {
             f(chunk);
         }
+        whole
+    }
+
+    /// As [`PageMap::for_each_populated`] on `mem[from..]` (`mem` a whole
+    /// memory from its start, `from` a page boundary), with the runs of
+    /// pages that `known` kept from the last call on this memory instead
+    /// of a `PAGEMAP_SCAN`, when no page of it can have been populated
+    /// since: the same OS thread makes both calls and took no page fault
+    /// in between. A page of an anonymous mapping is populated by a fault
+    /// of the thread that touches it, and only the thread that resets a
+    /// memory or runs on it touches it; a read that maps the zero page is
+    /// a fault too, but leaves the page unpopulated as the scan counts
+    /// it. So that no page is populated without a fault, the part scanned
+    /// is kept from transparent huge pages (`MADV_NOHUGEPAGE`):
+    /// `khugepaged` would fill the unpopulated pages of a huge page's
+    /// range with zeros behind the thread's back. Zeros are harmless, but
+    /// then a write to such a page would take no fault.
+    fn for_each_populated_since(
+        &self,
+        mem: &mut [u8],
+        from: usize,
+        known: &mut Populated,
+        mut f: impl FnMut(&mut [u8]),
+    ) {
+        let to = mem.len();
+        let now = Faults::now();
+        if now.is_some()
+            && known.after == now
+            && known.covered.start <= from
+            && to <= known.covered.end
+        {
+            let mut done = from;
+            for r in &known.runs {
+                let r = r.start.max(done)..r.end.min(to);
+                if r.start >= r.end {
+                    continue;
+                }
+                // Debug builds (the tests') check what is skipped.
+                debug_assert!(
+                    is_zero(&mem[done..r.start]),
+                    "a page populated without a fault holds data"
+                );
+                f(&mut mem[r.clone()]);
+                done = r.end;
+            }
+            debug_assert!(
+                is_zero(&mem[done..to]),
+                "a page populated without a fault holds data"
+            );
+        } else {
+            known.runs.clear();
+            known.covered = 0..0;
+            let base = mem.as_ptr() as usize;
+            let runs = &mut known.runs;
+            let whole = self.for_each_populated(&mut mem[from..], |part| {
+                let start = part.as_ptr() as usize - base;
+                runs.push(start..start + part.len());
+                f(part);
+            });
+            if whole && no_huge_pages(&mut mem[from..]) {
+                known.covered = from..to;
+            }
+        }
+        known.after = if known.covered.is_empty() {
+            None
+        } else {
+            Faults::now()
+        };
     }
 
     /// Calls `f` for the `pages` pages from address `base`, in order, with
@@ -477,6 +551,59 @@ impl PageMap {
 
 /// A fresh private anonymous mapping of `len` bytes, readable and
 /// writable (what wasmtime maps a shared memory as); the caller unmaps it.
+/// What the last reset of a memory found populated past its image, kept
+/// with the memory for the next reset
+/// ([`PageMap::for_each_populated_since`]).
+#[derive(Debug, Default)]
+pub struct Populated {
+    /// The runs of pages the last scan passed on, as offsets from the
+    /// memory's start.
+    runs: Vec<std::ops::Range<usize>>,
+    /// What that scan covered; empty when nothing is known.
+    covered: std::ops::Range<usize>,
+    /// The page faults of the OS thread that made the last reset, counted
+    /// when it ended.
+    after: Option<Faults>,
+}
+
+/// The page faults an OS thread has taken so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Faults {
+    thread: std::thread::ThreadId,
+    count: u64,
+}
+
+impl Faults {
+    /// The calling thread's.
+    #[cfg(target_os = "linux")]
+    fn now() -> Option<Faults> {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: the call writes one `rusage`.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: written by the call that succeeded (and zeroed before).
+        let usage = unsafe { usage.assume_init() };
+        Some(Faults {
+            thread: std::thread::current().id(),
+            count: (usage.ru_minflt as u64).wrapping_add(usage.ru_majflt as u64),
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn now() -> Option<Faults> {
+        None
+    }
+}
+
+/// Keeps `mem` (page-aligned) from transparent huge pages; false if the
+/// kernel refuses.
+fn no_huge_pages(mem: &mut [u8]) -> bool {
+    // SAFETY: advice on pages of a mapping the caller holds; it changes
+    // how the kernel backs them, not their contents.
+    unsafe { libc::madvise(mem.as_mut_ptr().cast(), mem.len(), libc::MADV_NOHUGEPAGE) == 0 }
+}
+
 fn anonymous_mapping(len: usize) -> Option<*mut libc::c_void> {
     // SAFETY: a new mapping, at an address the kernel chooses.
     let base = unsafe {
@@ -587,7 +714,7 @@ mod tests {
         assert_eq!(concurrent_cstr(&cells, 2, 1), "h");
         assert_eq!(concurrent_cstr(&cells, 2, 100), "hi");
         assert_eq!(m.image(16), b"\0\0hi\0x");
-        m.reset(b"ab", 100, None);
+        m.reset(b"ab", 100, None, &mut Populated::default());
         assert_eq!(m.read(0, 3).unwrap(), b"ab\0");
         assert!(m.all(2, 14, 0));
     }
@@ -600,7 +727,7 @@ mod tests {
         for addr in [5, 4095, 4096 + 17, 3 * 4096 + 99] {
             assert!(m.write(addr, &[7]));
         }
-        m.reset(&[1, 2], cells.len(), None);
+        m.reset(&[1, 2], cells.len(), None, &mut Populated::default());
         assert_eq!(m.read(0, 2).unwrap(), [1, 2]);
         assert!(m.all(2, cells.len() as u32 - 2, 0));
         assert_eq!(m.image(cells.len()), [1, 2]);
@@ -663,9 +790,49 @@ mod tests {
         let cells = unsafe { std::slice::from_raw_parts(base as *const UnsafeCell<u8>, len) };
         // SAFETY: as above.
         let m = unsafe { GuestMemory::serialized(cells) };
-        m.reset(&[1], len, Some(map));
+        m.reset(&[1], len, Some(map), &mut Populated::default());
         assert_eq!(m.read(0, 2).unwrap(), [1, 0]);
         assert!(m.all(1, len as u32 - 1, 0));
+        // SAFETY: the mapping made above, no longer used.
+        assert_eq!(unsafe { libc::munmap(base, len) }, 0);
+    }
+
+    /// A reset after which the thread took no page fault clears what the
+    /// run wrote to pages the last reset found populated, without a scan;
+    /// a write that populates a page is a fault, and the next reset scans.
+    #[test]
+    fn a_reset_after_no_fault_uses_what_the_last_one_found() {
+        let Some(map) = PageMap::open().filter(|m| m.scan) else {
+            return;
+        };
+        let len = 64 * PAGE;
+        let base = anonymous_mapping(len).expect("a mapping");
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // only this test uses it.
+        let cells = unsafe { std::slice::from_raw_parts(base as *const UnsafeCell<u8>, len) };
+        // SAFETY: as above.
+        let m = unsafe { GuestMemory::serialized(cells) };
+        let mut known = Populated::default();
+        // Reading every page maps the zero page at each, so that the reads
+        // below take no fault; those pages stay unpopulated.
+        assert!(m.all(0, len as u32, 0));
+        assert!(m.write(5 * PAGE as u32 + 7, &[1]));
+        m.reset(&[], len, Some(&map), &mut known);
+        assert_eq!(known.covered, 0..len);
+        assert_eq!(known.runs, vec![(5 * PAGE)..(6 * PAGE)]);
+        assert!(m.all(0, len as u32, 0));
+        // Page 5 is populated: writing it again takes no fault.
+        assert!(m.write(5 * PAGE as u32 + 9, &[2]));
+        assert_eq!(known.after, Faults::now(), "a fault between the resets");
+        m.reset(&[], len, Some(&map), &mut known);
+        assert!(m.all(0, len as u32, 0));
+        assert_eq!(known.runs, vec![(5 * PAGE)..(6 * PAGE)]);
+        // Page 9 is not: the write is a fault, and the reset scans again.
+        assert!(m.write(9 * PAGE as u32, &[3]));
+        assert_ne!(known.after, Faults::now());
+        m.reset(&[], len, Some(&map), &mut known);
+        assert!(m.all(0, len as u32, 0));
+        assert_eq!(known.runs, [5 * PAGE..6 * PAGE, 9 * PAGE..10 * PAGE]);
         // SAFETY: the mapping made above, no longer used.
         assert_eq!(unsafe { libc::munmap(base, len) }, 0);
     }

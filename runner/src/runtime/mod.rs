@@ -475,12 +475,13 @@ impl Program {
             idle: Vec::new(),
             scratch: Default::default(),
             wasi: None,
+            populated: Default::default(),
         })
     }
 
     /// Resets the slot of a finished run (its memory as the next run
     /// starts: the image, or zeros) and keeps it.
-    fn return_slot(&self, slot: Slot, pages: u32) {
+    fn return_slot(&self, mut slot: Slot, pages: u32) {
         let image = self.image.get().filter(|_| self.reuse);
         // SAFETY: the run is over: no guest thread of it runs any more, and
         // this memory belongs to no other run.
@@ -489,6 +490,7 @@ impl Program {
             image.map_or(&[][..], |i| &i[..]),
             (pages as usize) << 16,
             self.page_map.as_ref(),
+            &mut slot.populated,
         );
         let mut spare = self.spare_slots.lock().unwrap_or_else(|e| e.into_inner());
         if spare.len() < MAX_SPARE_SLOTS {
@@ -1145,6 +1147,8 @@ struct Slot {
     scratch: state::Scratch,
     /// The last run's WASI context, if the next may use it.
     wasi: Option<wasi::Session>,
+    /// What the last reset of the memory found populated.
+    populated: memory::Populated,
 }
 
 impl Slot {
