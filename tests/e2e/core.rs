@@ -1616,6 +1616,43 @@ fn writes_follow_descriptors_moved_within_a_run() {
     }
 }
 
+/// A module that exports another memory than its imported one as
+/// `memory` gets wasi-common's answers, in that memory, as wasi-common's
+/// glue gives them: here `argc`, and a write to stdout of bytes the iovec
+/// in that memory points to. Memory 0 is left alone.
+#[test]
+fn wasi_calls_use_the_memory_exported_as_memory() {
+    let bytes = wat::parse_str(
+        r#"(module
+          (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+          (import "env" "memory" (memory $shared 1 1 shared))
+          (memory $own 1)
+          (export "memory" (memory $own))
+          (data (memory $own) (i32.const 64) "own\n")
+          (data (memory $shared) (i32.const 64) "zero")
+          (func (export "_start")
+            (if (i32.ne (call $sizes (i32.const 8) (i32.const 12)) (i32.const 0)) (then unreachable))
+            (if (i32.ne (i32.load $own (i32.const 8)) (i32.const 3)) (then unreachable))
+            (if (i32.ne (i32.load $shared (i32.const 8)) (i32.const 0)) (then unreachable))
+            (i32.store $own (i32.const 16) (i32.const 64))
+            (i32.store $own (i32.const 20) (i32.const 4))
+            (if (i32.ne (call $write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24)) (i32.const 0))
+              (then unreachable))
+            (if (i32.ne (i32.load $own (i32.const 24)) (i32.const 4)) (then unreachable))))"#,
+    )
+    .expect("valid wat");
+    let p = Program::new(&bytes, &heddle::instrument::Config::default()).expect("program");
+    let r = p
+        .run(&RunConfig {
+            args: vec!["a".into(), "b".into()],
+            ..RunConfig::default()
+        })
+        .expect("run");
+    assert!(r.verdict.is_pass(), "{:?}", r.verdict);
+    assert_eq!(text(&r.stdout), "own\n");
+}
+
 /// An error a host function returns is named in the run's verdict by what
 /// it says, not by the backtrace wasmtime wraps it in: a module that calls
 /// WASI without exporting its memory.
