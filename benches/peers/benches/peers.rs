@@ -18,7 +18,8 @@
 //! built with `cargo build --release -p heddle` if missing), `PEERS_ROUNDS`,
 //! `PEERS_SECS`, `PEERS_HEDDLE_ARGS` (more `fuzz` flags for heddle, split at
 //! whitespace, e.g. `--races off --memcheck off`: what each checker costs
-//! against the same shuttle figures), and `PEERS_WRITE=1` to rewrite the part
+//! against the same shuttle figures; a `--strategy` there replaces
+//! `random`), and `PEERS_WRITE=1` to rewrite the part
 //! of `benches/RESULTS.md` between the `peers:begin`/`peers:end` markers
 //! (with heddle's defaults only).
 
@@ -71,8 +72,12 @@ impl Peers {
         if case.fixed {
             cmd.arg("--fixed");
         }
-        cmd.args(["--quiet", "--runs", &runs.to_string()])
-            .args(["--jobs", "1", "--strategy", "random", "--out"])
+        cmd.args(["--quiet", "--runs", &runs.to_string(), "--jobs", "1"]);
+        // `random` unless the extra flags name another strategy.
+        if !self.extra.iter().any(|a| a.starts_with("--strategy")) {
+            cmd.args(["--strategy", "random"]);
+        }
+        cmd.arg("--out")
             .arg(&self.out)
             .args(&self.extra)
             .arg("--")
@@ -183,12 +188,17 @@ fn main() {
         extra,
     };
     let flags = if peers.extra.is_empty() {
-        "with its defaults (granularity `all`, memory checker and race detector on; \
+        "with `--strategy random` and its defaults (granularity `all`, memory checker and race detector on; \
          its own runs/s, without process start and compilation)"
             .to_string()
     } else {
+        let strategy = if peers.extra.iter().any(|a| a.starts_with("--strategy")) {
+            ""
+        } else {
+            "--strategy random "
+        };
         format!(
-            "with `{}` (its own runs/s, without process start and compilation)",
+            "with `{strategy}{}` (its own runs/s, without process start and compilation)",
             peers.extra.join(" ")
         )
     };
@@ -251,7 +261,7 @@ fn main() {
     let text = format!(
         "Measured {started} on {} — {rounds} rounds of about {secs} s per tool per \
          program, alternating which goes first; both on one core: heddle \
-         `fuzz --strategy random --jobs 1` {flags}, shuttle 0.9 `RandomScheduler` on one thread \
+         `fuzz --jobs 1` {flags}, shuttle 0.9 `RandomScheduler` on one thread \
          (release build; it switches only at its sync and thread calls).\n\n{}\n\
          Scheduling points per run (heddle: every yield point its host saw, \
          the decisions among them with more than one thread to choose from, \
