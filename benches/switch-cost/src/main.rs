@@ -12,7 +12,8 @@
 //! atomic add on shared memory, one synchronous host call), so the
 //! difference is the switch. Also measured: starting and finishing a
 //! thread (a fresh `call_async` on a kept instance against `cont.new` and
-//! one `resume`). wasmtime 46 maps a new stack for every `cont.new` and
+//! one `resume`, and against one kept continuation that runs thread after
+//! thread). wasmtime 46 maps a new stack for every `cont.new` and
 //! frees none before its store is dropped (about 100,000 of them crash the
 //! process), so each round makes a new store for the continuations and
 //! starts at most 10,000 threads. Prints one line per round and the ratios.
@@ -25,13 +26,19 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use wasmtime::*;
 
-/// Two continuations taking turns `n` times (`switches`), and `n`
-/// continuations that start and return (`lifecycles`).
+/// Two continuations taking turns `n` times (`switches`), `n`
+/// continuations that start and return (`lifecycles`), and `n` threads run
+/// in turn by one kept continuation (`pooled`): a thread that ends
+/// suspends with `$done`, and the next start resumes it with the new
+/// thread's id and argument.
 const CONTINUATIONS: &str = r#"
 (module
   (type $ft (func))
   (type $ct (cont $ft))
+  (type $start (func (param i32 i32)))
+  (type $pt (cont $start))
   (tag $yield)
+  (tag $done (result i32 i32))
   (import "h" "step" (func $step (param i32) (result i32)))
   (memory 1 1 shared)
   (global $count (mut i32) (i32.const 0))
@@ -45,7 +52,14 @@ const CONTINUATIONS: &str = r#"
       (suspend $yield)
       (br $l)))
   (func $short (drop (call $work)))
-  (elem declare func $thread $short)
+  (func $pooled (param $tid i32) (param $arg i32)
+    (loop $l
+      (drop (call $work))
+      (suspend $done)
+      (local.set $arg)
+      (local.set $tid)
+      (br $l)))
+  (elem declare func $thread $short $pooled)
   (func (export "switches") (param $n i32) (result i32)
     (local $a (ref null $ct)) (local $b (ref null $ct)) (local $t (ref null $ct))
     (local.set $a (cont.new $ct (ref.func $thread)))
@@ -68,6 +82,19 @@ const CONTINUATIONS: &str = r#"
         (br_if $done (i32.eqz (local.get $n)))
         (local.set $n (i32.sub (local.get $n) (i32.const 1)))
         (resume $ct (cont.new $ct (ref.func $short)))
+        (br $l)))
+    (global.get $count))
+  (func (export "pooled") (param $n i32) (result i32)
+    (local $k (ref null $pt))
+    (local.set $k (cont.new $pt (ref.func $pooled)))
+    (block $exit
+      (loop $l
+        (br_if $exit (i32.eqz (local.get $n)))
+        (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+        (block $h (result (ref $pt))
+          (resume $pt (on $done $h) (local.get $n) (i32.const 0) (local.get $k))
+          (br $exit))
+        (local.set $k)
         (br $l)))
     (global.get $count))
 )
@@ -117,6 +144,7 @@ struct Continuations {
     store: Store<()>,
     switches: TypedFunc<i32, i32>,
     lifecycles: TypedFunc<i32, i32>,
+    pooled: TypedFunc<i32, i32>,
 }
 
 impl Continuations {
@@ -134,10 +162,12 @@ impl Continuations {
         let instance = Instance::new(&mut store, &module, &[step.into()])?;
         let switches = instance.get_typed_func(&mut store, "switches")?;
         let lifecycles = instance.get_typed_func(&mut store, "lifecycles")?;
+        let pooled = instance.get_typed_func(&mut store, "pooled")?;
         Ok(Continuations {
             store,
             switches,
             lifecycles,
+            pooled,
         })
     }
 
@@ -149,6 +179,11 @@ impl Continuations {
     /// `n` threads started and finished.
     fn lifecycles(&mut self, n: usize) -> Result<i32> {
         self.lifecycles.call(&mut self.store, n as i32)
+    }
+
+    /// `n` threads started and finished on one kept continuation.
+    fn pooled(&mut self, n: usize) -> Result<i32> {
+        self.pooled.call(&mut self.store, n as i32)
     }
 }
 
@@ -272,10 +307,11 @@ fn main() -> Result<()> {
     let n: usize = args.next().map_or(Ok(1_000_000), |s| s.parse())?;
     let rounds: usize = args.next().map_or(Ok(5), |s| s.parse())?;
     let mut host = HostCalls::new()?;
-    let (mut sw, mut lc) = (Vec::new(), Vec::new());
+    let (mut sw, mut lc, mut pl) = (Vec::new(), Vec::new(), Vec::new());
     println!(
         "round | switch: host-call fiber ns | continuation ns | ratio \
-         | thread start+end: host-call fiber ns | continuation ns | ratio"
+         | thread start+end: host-call fiber ns | cont.new ns | ratio \
+         | pooled continuation ns | ratio"
     );
     for round in 0..rounds {
         let cont = std::cell::RefCell::new(Continuations::new()?);
@@ -292,18 +328,28 @@ fn main() -> Result<()> {
             |m| host.lifecycles(m),
             |m| cont.borrow_mut().lifecycles(m),
         )?;
+        let (hp, cp) = pair(
+            round,
+            n,
+            |n| host.lifecycles(n),
+            |n| cont.borrow_mut().pooled(n),
+        )?;
         println!(
-            "{round} | {h:.1} | {c:.1} | {:.1} | {hl:.1} | {cl:.1} | {:.2}",
+            "{round} | {h:.1} | {c:.1} | {:.1} | {hl:.1} | {cl:.1} | {:.2} | {cp:.1} | {:.1}",
             h / c,
-            hl / cl
+            hl / cl,
+            hp / cp
         );
         sw.push(h / c);
         lc.push(hl / cl);
+        pl.push(hp / cp);
     }
     println!(
-        "median ratio (host-call fiber / continuation): switch {:.1}, thread start+end {:.2}",
+        "median ratio (host-call fiber / continuation): switch {:.1}, \
+         thread start+end {:.2} with cont.new, {:.1} pooled",
         median(&mut sw),
-        median(&mut lc)
+        median(&mut lc),
+        median(&mut pl)
     );
     Ok(())
 }
