@@ -6,13 +6,16 @@
 # wall time of a DPOR proof (`explore uaf_publish --fixed`). Each round runs
 # every measure once with each binary, alternating which goes first; the
 # table gives each round's new/base ratio (runs/s: > 1 is faster; wall
-# time: < 1 is faster) and the medians.
+# time: < 1 is faster) and the medians. `STRATEGY=pos` measures `fuzz` under
+# another strategy; `STRATEGY=` (empty) under the default portfolio.
 # Usage: benches/versions.sh BASE_BINARY [NEW_BINARY] [rounds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${1:?usage: benches/versions.sh BASE_BINARY [NEW_BINARY] [rounds]}
 new=${2:-target/release/heddle}
 rounds=${3:-3}
+strategy=()
+[ -n "${STRATEGY-random}" ] && strategy=(--strategy "${STRATEGY-random}")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf 'int main(void) { return 0; }\n' > "$out/empty.c"
@@ -43,7 +46,7 @@ rate() { # binary runs args...
     rm -rf "$out/f"
     local text
     # shellcheck disable=SC2068
-    text=$("$bin" fuzz --strategy random --jobs 1 --runs "$runs" --quiet --out "$out/f" $@ 2>&1)
+    text=$("$bin" fuzz ${strategy[@]+"${strategy[@]}"} --jobs 1 --runs "$runs" --quiet --out "$out/f" $@ 2>&1)
     sed -nE '1s/.*\(([0-9]+) runs\/s.*/\1/p' <<< "$text"
 }
 wall() { # binary

@@ -15,15 +15,15 @@
 use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Choice, Strategy};
 use crate::model::Tid;
-use std::collections::BTreeMap;
 
 /// PCT's state for one run.
 pub struct Pct {
     depth: u32,
     k: u64,
     rng: Rng,
-    /// Priority per thread; higher runs first.
-    priority: BTreeMap<Tid, i64>,
+    /// Priority per thread (by tid; 0 for a thread without one); higher
+    /// runs first.
+    priority: Vec<i64>,
     /// Decision numbers at which a priority change happens, ascending.
     change_points: Vec<u64>,
     changes_done: u32,
@@ -38,11 +38,19 @@ impl Pct {
             depth,
             k: k.max(1),
             rng: Rng::new(0, STREAM_STRATEGY),
-            priority: BTreeMap::new(),
+            priority: Vec::new(),
             change_points: Vec::new(),
             changes_done: 0,
             next_low: -1,
         }
+    }
+
+    fn set_priority(&mut self, tid: Tid, p: i64) {
+        let t = tid as usize;
+        if self.priority.len() <= t {
+            self.priority.resize(t + 1, 0);
+        }
+        self.priority[t] = p;
     }
 
     fn initial_priority(&mut self) -> i64 {
@@ -65,29 +73,29 @@ impl Strategy for Pct {
         self.changes_done = 0;
         self.next_low = -1;
         let p = self.initial_priority();
-        self.priority.insert(0, p);
+        self.set_priority(0, p);
     }
 
     fn on_spawn(&mut self, tid: Tid) {
         let p = self.initial_priority();
-        self.priority.insert(tid, p);
+        self.set_priority(tid, p);
     }
 
     fn pick_thread(&mut self, choice: &Choice) -> usize {
         for c in choice.candidates {
             if c.spinning {
-                self.priority.insert(c.tid, self.next_low);
+                self.set_priority(c.tid, self.next_low);
                 self.next_low -= 1;
             }
         }
-        let best = |pr: &BTreeMap<Tid, i64>| {
+        let best = |pr: &[i64]| {
             choice
                 .candidates
                 .iter()
                 .enumerate()
                 .max_by_key(|(_, c)| {
                     (
-                        pr.get(&c.tid).copied().unwrap_or(0),
+                        pr.get(c.tid as usize).copied().unwrap_or(0),
                         std::cmp::Reverse(c.tid),
                     )
                 })
@@ -100,8 +108,7 @@ impl Strategy for Pct {
         {
             self.changes_done += 1;
             let tid = choice.candidates[pick].tid;
-            self.priority
-                .insert(tid, (self.depth - self.changes_done) as i64);
+            self.set_priority(tid, (self.depth - self.changes_done) as i64);
             pick = best(&self.priority);
         }
         pick

@@ -15,7 +15,6 @@
 use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Candidate, Choice, Spinners, Strategy};
 use crate::model::{EventKind, Pending, Tid};
-use std::collections::BTreeMap;
 
 /// The `pos` strategy.
 pub struct Pos {
@@ -44,8 +43,9 @@ impl Default for Pos {
 /// ([`super::rff`]).
 #[derive(Default)]
 pub struct Priorities {
-    /// Each thread's pending event as last seen, with its priority.
-    priority: BTreeMap<Tid, (Pending, u64)>,
+    /// Each thread's pending event as last seen, with its priority (by
+    /// tid).
+    priority: Vec<Option<(Pending, u64)>>,
     /// Threads seen spinning that have not run since.
     spinners: Spinners,
 }
@@ -68,17 +68,17 @@ impl Priorities {
         // A thread whose pending event changed since we last saw it (it ran
         // alone, woke up, …) is at a new event: a new priority.
         for c in candidates {
-            let fresh = match self.priority.get(&c.tid) {
+            let fresh = match self.entry(c.tid) {
                 Some((p, _)) => *p != c.pending,
                 None => true,
             };
             if fresh {
                 let pr = rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
+                self.set(c.tid, Some((c.pending, pr)));
             }
         }
         self.spinners.observe(candidates);
-        let prio = |tid: Tid| self.priority.get(&tid).map(|e| e.1).unwrap_or(0);
+        let prio = |tid: Tid| self.entry(tid).map(|e| e.1).unwrap_or(0);
         let spins = |tid: Tid| self.spinners.contains(tid);
         let pick = candidates
             .iter()
@@ -98,14 +98,26 @@ impl Priorities {
         self.spinners.ran(ran.tid);
         // The chosen event executes: its thread's next event is new, and
         // every pending event racing with it is reset.
-        self.priority.remove(&ran.tid);
+        self.set(ran.tid, None);
         for c in candidates {
             if c.tid != ran.tid && races(&ran.pending, &c.pending) {
                 let pr = rng.next_u64();
-                self.priority.insert(c.tid, (c.pending, pr));
+                self.set(c.tid, Some((c.pending, pr)));
             }
         }
         pick
+    }
+
+    fn entry(&self, tid: Tid) -> Option<&(Pending, u64)> {
+        self.priority.get(tid as usize)?.as_ref()
+    }
+
+    fn set(&mut self, tid: Tid, e: Option<(Pending, u64)>) {
+        let t = tid as usize;
+        if self.priority.len() <= t {
+            self.priority.resize(t + 1, None);
+        }
+        self.priority[t] = e;
     }
 }
 

@@ -33,8 +33,14 @@ pub struct Sites {
     rng: Rng,
     /// Priority per site; higher runs first.
     site_priority: BTreeMap<SiteId, i64>,
-    /// Tie-break between threads at the same site.
-    thread_priority: BTreeMap<Tid, u64>,
+    /// Tie-break between threads at the same site (by tid; drawn when the
+    /// thread is first ranked).
+    thread_priority: Vec<Option<u64>>,
+    /// Per tid: the site it was last ranked at and that site's priority,
+    /// good while `changes_done` is the same (a change point is the only
+    /// thing that changes a drawn site priority). Saves the look-up in
+    /// `site_priority` for a thread still at the same site.
+    last_key: Vec<Option<(SiteId, u32, i64)>>,
     change_points: Vec<u64>,
     changes_done: u32,
     spinners: Spinners,
@@ -50,7 +56,8 @@ impl Sites {
             k: k.max(1),
             rng: Rng::new(0, STREAM_STRATEGY),
             site_priority: BTreeMap::new(),
-            thread_priority: BTreeMap::new(),
+            thread_priority: Vec::new(),
+            last_key: Vec::new(),
             change_points: Vec::new(),
             changes_done: 0,
             spinners: Spinners::default(),
@@ -58,18 +65,29 @@ impl Sites {
         }
     }
 
+    /// The rank of thread `tid` at `site`, drawing the site's and the
+    /// thread's priorities the first time each is ranked (site first).
     fn key(&mut self, site: SiteId, tid: Tid) -> (i64, u64) {
+        let t = tid as usize;
+        if let Some(Some((s, changes, p))) = self.last_key.get(t) {
+            if *s == site && *changes == self.changes_done {
+                // Ranked before at this site: both priorities are drawn.
+                return (*p, self.thread_priority[t].unwrap_or(0));
+            }
+        }
         let depth = self.depth as i64;
         let rng = &mut self.rng;
         let s = *self
             .site_priority
             .entry(site)
             .or_insert_with(|| depth + 1 + (rng.next_u64() >> 2) as i64);
-        let t = *self
-            .thread_priority
-            .entry(tid)
-            .or_insert_with(|| rng.next_u64());
-        (s, t)
+        if self.thread_priority.len() <= t {
+            self.thread_priority.resize(t + 1, None);
+            self.last_key.resize(t + 1, None);
+        }
+        let tp = *self.thread_priority[t].get_or_insert_with(|| rng.next_u64());
+        self.last_key[t] = Some((site, self.changes_done, s));
+        (s, tp)
     }
 
     fn best(&mut self, choice: &Choice) -> usize {
@@ -108,6 +126,7 @@ impl Strategy for Sites {
         self.rng = Rng::new(seed, STREAM_STRATEGY);
         self.site_priority.clear();
         self.thread_priority.clear();
+        self.last_key.clear();
         self.change_points = (1..self.depth).map(|_| self.rng.range(1, self.k)).collect();
         self.change_points.sort_unstable();
         self.changes_done = 0;

@@ -26,7 +26,6 @@
 use super::rng::{Rng, STREAM_STRATEGY};
 use super::{Choice, Strategy};
 use crate::model::{EventKind, Pending, Tid};
-use std::collections::BTreeMap;
 
 /// Number of `random` runs whose decisions give the per-thread estimates.
 pub const PROBE_RUNS: u64 = 8;
@@ -35,8 +34,11 @@ pub const PROBE_RUNS: u64 = 8;
 pub struct Surw {
     estimates: Vec<u64>,
     rng: Rng,
-    /// Decisions each thread has won in this run.
-    done: BTreeMap<Tid, u64>,
+    /// Decisions each thread has won in this run (by tid).
+    done: Vec<u64>,
+    /// Buffers of `pick_thread`, kept from decision to decision.
+    free: Vec<usize>,
+    weights: Vec<u64>,
 }
 
 /// Whether the weighting applies to an event (see the module documentation).
@@ -73,7 +75,9 @@ impl Surw {
         Surw {
             estimates,
             rng: Rng::new(0, STREAM_STRATEGY),
-            done: BTreeMap::new(),
+            done: Vec::new(),
+            free: Vec::new(),
+            weights: Vec::new(),
         }
     }
 
@@ -115,23 +119,24 @@ impl Strategy for Surw {
 
     fn pick_thread(&mut self, choice: &Choice) -> usize {
         let cands = choice.candidates;
-        let free: Vec<usize> = (0..cands.len())
-            .filter(|&i| !interesting(&cands[i].pending) && !waiting(&cands[i]))
-            .collect();
+        let mut free = std::mem::take(&mut self.free);
+        free.clear();
+        free.extend(
+            (0..cands.len()).filter(|&i| !interesting(&cands[i].pending) && !waiting(&cands[i])),
+        );
         let pick = if !free.is_empty() {
             free[self.rng.below(free.len() as u64) as usize]
         } else {
-            let weights: Vec<u64> = cands
-                .iter()
-                .map(|c| {
-                    if waiting(c) {
-                        1
-                    } else {
-                        let done = self.done.get(&c.tid).copied().unwrap_or(0);
-                        self.estimate_of(c.tid).saturating_sub(done).max(1)
-                    }
-                })
-                .collect();
+            let mut weights = std::mem::take(&mut self.weights);
+            weights.clear();
+            weights.extend(cands.iter().map(|c| {
+                if waiting(c) {
+                    1
+                } else {
+                    let done = self.done.get(c.tid as usize).copied().unwrap_or(0);
+                    self.estimate_of(c.tid).saturating_sub(done).max(1)
+                }
+            }));
             let mut r = self.rng.below(weights.iter().sum());
             let mut pick = cands.len() - 1;
             for (i, w) in weights.iter().enumerate() {
@@ -141,9 +146,15 @@ impl Strategy for Surw {
                 }
                 r -= w;
             }
+            self.weights = weights;
             pick
         };
-        *self.done.entry(cands[pick].tid).or_insert(0) += 1;
+        self.free = free;
+        let t = cands[pick].tid as usize;
+        if self.done.len() <= t {
+            self.done.resize(t + 1, 0);
+        }
+        self.done[t] += 1;
         pick
     }
 
