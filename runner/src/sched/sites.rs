@@ -240,4 +240,82 @@ mod tests {
         });
         assert_ne!(next, pick, "a spinner is held back");
     }
+
+    /// The ranking with every priority looked up in its map each time (no
+    /// remembered rank): what `Sites` must pick, draw for draw.
+    struct Plain {
+        rng: Rng,
+        depth: u32,
+        site: BTreeMap<SiteId, i64>,
+        thread: BTreeMap<Tid, u64>,
+    }
+
+    impl Plain {
+        fn key(&mut self, site: SiteId, tid: Tid) -> (i64, u64) {
+            let (depth, rng) = (self.depth as i64, &mut self.rng);
+            let s = *self
+                .site
+                .entry(site)
+                .or_insert_with(|| depth + 1 + (rng.next_u64() >> 2) as i64);
+            (s, *self.thread.entry(tid).or_insert_with(|| rng.next_u64()))
+        }
+
+        fn best(&mut self, cands: &[Candidate]) -> usize {
+            let mut best: Option<(usize, (i64, u64))> = None;
+            for (i, c) in cands.iter().enumerate() {
+                let key = self.key(c.pending.site, c.tid);
+                if best.is_none_or(|(_, b)| key > b) {
+                    best = Some((i, key));
+                }
+            }
+            best.map(|(i, _)| i).unwrap_or(0)
+        }
+    }
+
+    /// Threads that move between sites, with change points: the
+    /// remembered ranks never give another pick than plain look-ups.
+    #[test]
+    fn remembered_ranks_pick_as_look_ups_do() {
+        for seed in 0..200 {
+            let (depth, k) = (4, 12);
+            let mut s = Sites::new(depth, k);
+            s.reset(seed);
+            let mut plain = Plain {
+                rng: Rng::new(seed, STREAM_STRATEGY),
+                depth,
+                site: BTreeMap::new(),
+                thread: BTreeMap::new(),
+            };
+            let changes: Vec<u64> = {
+                let mut c: Vec<u64> = (1..depth).map(|_| plain.rng.range(1, k)).collect();
+                c.sort_unstable();
+                c
+            };
+            assert_eq!(changes, s.change_points, "seed {seed}");
+            let mut done = 0;
+            let mut shape = Rng::new(seed, 99);
+            let mut at: Vec<SiteId> = (0..6).map(|_| shape.below(4) as SiteId).collect();
+            for decision in 0..40u64 {
+                let n = 2 + shape.below(5) as usize;
+                let cands: Vec<Candidate> = (0..n).map(|t| cand(t as Tid, at[t])).collect();
+                let choice = Choice {
+                    current: None,
+                    candidates: &cands,
+                    decision,
+                };
+                let got = s.pick_thread(&choice);
+                let mut want = plain.best(&cands);
+                while done < changes.len() && changes[done] <= decision + 1 {
+                    done += 1;
+                    plain
+                        .site
+                        .insert(cands[want].pending.site, (depth as usize - done) as i64);
+                    want = plain.best(&cands);
+                }
+                assert_eq!(got, want, "seed {seed}, decision {decision}");
+                // The chosen thread moves on to another site.
+                at[cands[got].tid as usize] = shape.below(4) as SiteId;
+            }
+        }
+    }
 }
