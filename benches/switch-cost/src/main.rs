@@ -107,7 +107,7 @@ const HOST_CALLS: &str = r#"
   (import "h" "step" (func $step (param i32) (result i32)))
   (import "h" "switch" (func $switch))
   (import "env" "memory" (memory 1 1 shared))
-  (global $count (mut i32) (i32.const 0))
+  (global $count (export "count") (mut i32) (i32.const 0))
   (func $work (result i32)
     (global.set $count (i32.add (global.get $count) (i32.const 1)))
     (drop (i32.atomic.rmw.add (i32.const 0) (i32.const 1)))
@@ -266,8 +266,8 @@ impl HostCalls {
         for (store, instance) in self.threads.iter_mut() {
             let g = instance
                 .get_global(&mut *store, "count")
-                .map(|g| g.get(&mut *store).unwrap_i32());
-            sum += g.unwrap_or(0);
+                .ok_or_else(|| Error::msg("the thread module exports no `count`"))?;
+            sum += g.get(&mut *store).unwrap_i32();
         }
         Ok(sum)
     }
