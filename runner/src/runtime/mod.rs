@@ -267,8 +267,10 @@ pub struct Program {
     engine: Engine,
     module: Module,
     linker: Linker<ThreadCtx>,
-    /// Memories and instances of finished runs, reset for the next.
-    spare_slots: Mutex<Vec<Slot>>,
+    /// Memories and instances of finished runs, reset for the next. Boxed:
+    /// a slot is a kilobyte, and goes from here to a run and back every run.
+    #[allow(clippy::vec_box)]
+    spare_slots: Mutex<Vec<Box<Slot>>>,
     /// Whether guest-thread instances are reset and reused
     /// ([`Program::set_instance_reuse`]).
     reuse: bool,
@@ -446,7 +448,7 @@ impl Program {
 
     /// A slot for a run: a recycled one, or a new memory (zeroed) linked
     /// to the module.
-    fn take_slot(&self) -> Result<Slot> {
+    fn take_slot(&self) -> Result<Box<Slot>> {
         if let Some(slot) = self
             .spare_slots
             .lock()
@@ -469,19 +471,20 @@ impl Program {
         let pre = linker
             .instantiate_pre(&self.module)
             .map_err(|e| anyhow!("cannot link the module: {e}"))?;
-        Ok(Slot {
+        Ok(Box::new(Slot {
             memory,
             pre,
             idle: Vec::new(),
             scratch: Default::default(),
+            run: RunCell::detached(),
             wasi: None,
             populated: Default::default(),
-        })
+        }))
     }
 
     /// Resets the slot of a finished run (its memory as the next run
     /// starts: the image, or zeros) and keeps it.
-    fn return_slot(&self, mut slot: Slot, pages: u32) {
+    fn return_slot(&self, mut slot: Box<Slot>, pages: u32) {
         let image = self.image.get().filter(|_| self.reuse);
         // SAFETY: the run is over: no guest thread of it runs any more, and
         // this memory belongs to no other run.
@@ -557,8 +560,6 @@ impl Program {
     ) -> Result<RunResult> {
         let spec = strategy.spec();
         let mut slot = self.take_slot()?;
-        let scratch = std::mem::take(&mut slot.scratch);
-        let memory = slot.memory.clone();
         let limits = Limits {
             max_steps: cfg.max_steps,
             max_time_ns: cfg.max_time_ns,
@@ -577,16 +578,19 @@ impl Program {
         if cfg.record_choices {
             sched.choice_points = Some(Vec::new());
         }
-        let run = RunCell::new(RunState::new(
-            memory.clone(),
-            self.mem_pages,
-            self.sites.clone(),
-            self.site_info.clone(),
-            sched,
-            limits,
-            cfg.seed,
-            scratch,
-        ));
+        let run = slot.run.clone();
+        run.renew(|| {
+            RunState::new(
+                slot.memory.clone(),
+                self.mem_pages,
+                self.sites.clone(),
+                self.site_info.clone(),
+                sched,
+                limits,
+                cfg.seed,
+                &mut slot.scratch,
+            )
+        });
         let session =
             wasi::Session::reuse(slot.wasi.take(), "target", &cfg.args, &cfg.env, &cfg.grants)?;
 
@@ -605,11 +609,12 @@ impl Program {
         if self.reuse && session.as_built() {
             slot.wasi = Some(session);
         }
-        let mut st = run
-            .take()
-            .ok_or_else(|| crate::internal!("run state taken twice"))?;
+        let mut st = run.get();
         if let Some(failure) = st.sched.strategy.failure() {
-            self.return_slot(slot, st.mem_high);
+            let used = st.mem_high;
+            drop(st);
+            run.retire(&mut slot.scratch);
+            self.return_slot(slot, used);
             return Err(sched::StrategyFailed(failure).into());
         }
         let used = st.mem_high;
@@ -631,7 +636,8 @@ impl Program {
             .collect();
         let feedback = st.sched.strategy.take_feedback();
         let r = self.finish(&mut st, end, stdout, stderr, spec, cfg);
-        slot.scratch = st.recycle();
+        drop(st);
+        run.retire(&mut slot.scratch);
         self.return_slot(slot, used);
         let mut r = r?;
         r.observed = observed;
@@ -1145,6 +1151,8 @@ struct Slot {
     idle: Vec<Worker>,
     /// The buffers the last run on this memory left.
     scratch: state::Scratch,
+    /// The cell of the runs on this memory, kept from run to run.
+    run: Arc<RunCell>,
     /// The last run's WASI context, if the next may use it.
     wasi: Option<wasi::Session>,
     /// What the last reset of the memory found populated.
@@ -1209,7 +1217,7 @@ struct Executor<'p> {
     run: Arc<RunCell>,
     wasi: WasiCtx,
     answers: Arc<wasi::Answers>,
-    slot: Slot,
+    slot: Box<Slot>,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture>>,
 }
@@ -1502,7 +1510,7 @@ impl Executor<'_> {
     /// host call fails, so their wasm unwinds without running), in tid
     /// order, and give their instances back. Nothing here changes what the
     /// run reports. Returns the slot.
-    fn close(mut self) -> Slot {
+    fn close(mut self) -> Box<Slot> {
         self.run.get().closed = true;
         let mut cx = Context::from_waker(Waker::noop());
         for mut t in std::mem::take(&mut self.threads).into_iter().flatten() {

@@ -662,7 +662,7 @@ impl RunState {
         mut sched: Scheduler,
         limits: Limits,
         seed: u64,
-        scratch: Scratch,
+        scratch: &mut Scratch,
     ) -> RunState {
         sched.strategy.reset(seed);
         let races = limits.races;
@@ -674,21 +674,22 @@ impl RunState {
             && !limits.diagnostics
             && !sched.observes;
         let sites_count = info.len();
-        let Scratch {
-            mut write_stamp,
-            stamp_base,
-            races: old_races,
-            mut cands,
-            mut threads,
-            mut slots,
-            mut filed,
-            mut held,
-            mut ready,
-            mut futex,
-            mut lock_owner,
-            mut handles,
-            mem: old_mem,
-        } = scratch;
+        // Each buffer is taken out of the scratch, not the scratch moved:
+        // it is a kilobyte, and this is every run.
+        use std::mem::take;
+        let stamp_base = scratch.stamp_base;
+        let mut write_stamp = take(&mut scratch.write_stamp);
+        let old_races = scratch.races.take();
+        let mut cands = take(&mut scratch.cands);
+        let mut threads = take(&mut scratch.threads);
+        let mut slots = take(&mut scratch.slots);
+        let mut filed = take(&mut scratch.filed);
+        let mut held = take(&mut scratch.held);
+        let mut ready = take(&mut scratch.ready);
+        let mut futex = take(&mut scratch.futex);
+        let mut lock_owner = take(&mut scratch.lock_owner);
+        let mut handles = take(&mut scratch.handles);
+        let old_mem = scratch.mem.take();
         let null_limit = sites.data_start.min(1024);
         let mem = sites.memcheck.then(|| match old_mem {
             Some(mut m) => {
@@ -763,24 +764,40 @@ impl RunState {
         }
     }
 
-    /// The buffers this run leaves to the next one on its memory (after
-    /// its result is taken: the race detector goes with them).
-    pub fn recycle(&mut self) -> Scratch {
-        Scratch {
-            write_stamp: std::mem::take(&mut self.write_stamp),
-            stamp_base: self.stamp_base + self.steps + 1,
-            races: self.races.take(),
-            cands: std::mem::take(&mut self.cands),
-            threads: std::mem::take(&mut self.threads),
-            slots: std::mem::take(&mut self.slots),
-            filed: std::mem::take(&mut self.filed),
-            held: std::mem::take(&mut self.held),
-            ready: std::mem::take(&mut self.ready),
-            futex: std::mem::take(&mut self.futex),
-            lock_owner: std::mem::take(&mut self.lock_owner),
-            handles: std::mem::take(&mut self.handles),
-            mem: self.mem.take(),
-        }
+    /// Leaves this run's buffers to the next one on its memory, in
+    /// `scratch` (after its result is taken: the race detector goes with
+    /// them).
+    pub fn recycle(&mut self, scratch: &mut Scratch) {
+        use std::mem::take;
+        // Every field, so that a new one cannot be forgotten here.
+        let Scratch {
+            write_stamp,
+            stamp_base,
+            races,
+            cands,
+            threads,
+            slots,
+            filed,
+            held,
+            ready,
+            futex,
+            lock_owner,
+            handles,
+            mem,
+        } = scratch;
+        *write_stamp = take(&mut self.write_stamp);
+        *stamp_base = self.stamp_base + self.steps + 1;
+        *races = self.races.take();
+        *cands = take(&mut self.cands);
+        *threads = take(&mut self.threads);
+        *slots = take(&mut self.slots);
+        *filed = take(&mut self.filed);
+        *held = take(&mut self.held);
+        *ready = take(&mut self.ready);
+        *futex = take(&mut self.futex);
+        *lock_owner = take(&mut self.lock_owner);
+        *handles = take(&mut self.handles);
+        *mem = self.mem.take();
     }
 
     /// Ends the run with `o` unless it is already ending.
@@ -1787,8 +1804,10 @@ pub struct RunCell {
     /// ([`RunCell::take`]); guest instances kept for later runs may still
     /// point here, but no guest code of this run runs any more.
     state: RefCell<Option<RunState>>,
+    /// The OS thread of the run in the cell (a slot, and its cell, may go
+    /// to another between runs).
     #[cfg(debug_assertions)]
-    owner: std::thread::ThreadId,
+    owner: std::cell::Cell<std::thread::ThreadId>,
 }
 
 // SAFETY: a run (every store, future and this cell) is created, driven and
@@ -1799,19 +1818,30 @@ unsafe impl Send for RunCell {}
 unsafe impl Sync for RunCell {}
 
 impl RunCell {
-    pub fn new(state: RunState) -> Arc<RunCell> {
-        Arc::new(RunCell {
-            state: RefCell::new(Some(state)),
-            #[cfg(debug_assertions)]
-            owner: std::thread::current().id(),
-        })
+    /// Puts the state of a new run, built by `make`, in the cell (kept
+    /// from run to run: a new cell per run would copy the state once more).
+    pub fn renew(&self, make: impl FnOnce() -> RunState) {
+        #[cfg(debug_assertions)]
+        self.owner.set(std::thread::current().id());
+        *self.state.borrow_mut() = Some(make());
+    }
+
+    /// Ends the run in the cell: its buffers go to `scratch` for the next
+    /// run ([`RunState::recycle`]) and the rest of its state, its strategy
+    /// with it, is dropped where it is.
+    pub fn retire(&self, scratch: &mut Scratch) {
+        let mut cell = self.state.borrow_mut();
+        if let Some(st) = cell.as_mut() {
+            st.recycle(scratch);
+        }
+        *cell = None;
     }
 
     #[inline]
     pub fn get(&self) -> RefMut<'_, RunState> {
         #[cfg(debug_assertions)]
         debug_assert_eq!(
-            self.owner,
+            self.owner.get(),
             std::thread::current().id(),
             "run state used from another OS thread"
         );
@@ -1825,12 +1855,7 @@ impl RunCell {
         Arc::new(RunCell {
             state: RefCell::new(None),
             #[cfg(debug_assertions)]
-            owner: std::thread::current().id(),
+            owner: std::cell::Cell::new(std::thread::current().id()),
         })
-    }
-
-    /// The run's state, once the run is over.
-    pub fn take(&self) -> Option<RunState> {
-        self.state.borrow_mut().take()
     }
 }
