@@ -476,7 +476,7 @@ impl Program {
             pre,
             idle: Vec::new(),
             scratch: Default::default(),
-            run: RunCell::detached(),
+            run: None,
             wasi: None,
             populated: Default::default(),
         }))
@@ -578,7 +578,7 @@ impl Program {
         if cfg.record_choices {
             sched.choice_points = Some(Vec::new());
         }
-        let run = slot.run.clone();
+        let run = slot.run.get_or_insert_with(RunCell::detached).clone();
         run.renew(|| {
             RunState::new(
                 slot.memory.clone(),
@@ -1151,8 +1151,11 @@ struct Slot {
     idle: Vec<Worker>,
     /// The buffers the last run on this memory left.
     scratch: state::Scratch,
-    /// The cell of the runs on this memory, kept from run to run.
-    run: Arc<RunCell>,
+    /// The cell of the runs on this memory, kept from run to run. Made by
+    /// the first run, not with the slot: made with the slot, runs with
+    /// many switches were 2% slower (benches/RESULTS.md, "A run's state
+    /// moved less").
+    run: Option<Arc<RunCell>>,
     /// The last run's WASI context, if the next may use it.
     wasi: Option<wasi::Session>,
     /// What the last reset of the memory found populated.
