@@ -1798,11 +1798,11 @@ impl RunState {
     }
 }
 
-/// The cell shared by the stores of one run.
+/// The cell shared by the stores of a run: a slot keeps one for the runs
+/// on its memory, one at a time.
 pub struct RunCell {
-    /// None once the run is over and its state was taken
-    /// ([`RunCell::take`]); guest instances kept for later runs may still
-    /// point here, but no guest code of this run runs any more.
+    /// None between runs ([`RunCell::retire`]); the slot's idle guest
+    /// instances still point here then, but no guest code runs.
     state: RefCell<Option<RunState>>,
     /// The OS thread of the run in the cell (a slot, and its cell, may go
     /// to another between runs).
@@ -1810,16 +1810,18 @@ pub struct RunCell {
     owner: std::cell::Cell<std::thread::ThreadId>,
 }
 
-// SAFETY: a run (every store, future and this cell) is created, driven and
-// dropped on one OS thread; wasmtime requires store data to be `Send` only
-// because its async API is generic over executors that may move futures.
-// Debug builds assert the single-thread discipline on every access.
+// SAFETY: a run (every store, future and the state in this cell) is
+// created, driven and retired on one OS thread; between runs the cell goes
+// with its slot through the program's spare-slot mutex, which orders the
+// accesses of one run before those of the next. wasmtime requires store
+// data to be `Send` only because its async API is generic over executors
+// that may move futures. Debug builds assert the single-thread discipline
+// on every access.
 unsafe impl Send for RunCell {}
 unsafe impl Sync for RunCell {}
 
 impl RunCell {
-    /// Puts the state of a new run, built by `make`, in the cell (kept
-    /// from run to run: a new cell per run would copy the state once more).
+    /// Puts the state of a new run, built by `make`, in the cell.
     pub fn renew(&self, make: impl FnOnce() -> RunState) {
         #[cfg(debug_assertions)]
         self.owner.set(std::thread::current().id());
