@@ -30,6 +30,12 @@ impl TidSet {
         }
     }
 
+    /// The tids below 64, one bit each.
+    #[inline]
+    pub fn low_word(&self) -> u64 {
+        self.0.first().copied().unwrap_or(0)
+    }
+
     /// `self := other`.
     fn copy_from(&mut self, other: &TidSet) {
         self.0.clear();
