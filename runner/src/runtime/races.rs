@@ -42,7 +42,7 @@ impl Races {
     /// The detector of a run in race mode `mode` (`None` when it is off),
     /// in the buffers of an earlier run's detector when there is one
     /// (emptied: only their capacity carries over).
-    pub fn new(mode: RaceMode, old: Option<Races>) -> Option<Races> {
+    pub fn new(mode: RaceMode, old: Option<Box<Races>>) -> Option<Box<Races>> {
         if mode == RaceMode::Off {
             return None;
         }
@@ -55,12 +55,12 @@ impl Races {
                 r.pairs.clear();
                 r
             }
-            None => Races {
+            None => Box::new(Races {
                 fail,
                 hb: Detector::new(),
                 found: Vec::new(),
                 pairs: BTreeSet::new(),
-            },
+            }),
         })
     }
 
@@ -192,7 +192,7 @@ mod tests {
         let mut r = Races::new(mode, None).expect("on");
         r.spawn(0, 1);
         r.spawn(0, 2);
-        r
+        *r
     }
 
     #[test]

@@ -538,7 +538,7 @@ pub struct Scratch {
     /// `RunState::write_stamp`, with every entry below `stamp_base`.
     write_stamp: Vec<u64>,
     stamp_base: u64,
-    races: Option<Races>,
+    races: Option<Box<Races>>,
     cands: Vec<Candidate>,
     /// `RunState::threads`, `slots`, `filed` and `held`, emptied: a run of
     /// a hundred threads would otherwise grow its records from one entry,
@@ -554,7 +554,7 @@ pub struct Scratch {
     futex: FutexTable,
     lock_owner: AddrMap<Tid>,
     handles: AddrMap<Tid>,
-    mem: Option<MemCheck>,
+    mem: Option<Box<MemCheck>>,
 }
 
 /// Reads a thread remembers for spin detection.
@@ -637,10 +637,12 @@ pub struct RunState {
     pub mem_max: u32,
     /// The largest size the memory had in this run (what to clear after it).
     pub mem_high: u32,
-    /// The memory checker (None when memcheck is off).
-    pub mem: Option<MemCheck>,
+    /// The memory checker (None when memcheck is off). It and the race
+    /// detector are boxed: each is a few hundred bytes, and both go from
+    /// the scratch to the state and back at every run.
+    pub mem: Option<Box<MemCheck>>,
     /// The race detector (None when race detection is off).
-    pub races: Option<Races>,
+    pub races: Option<Box<Races>>,
     /// `pthread_t` values of threads created in user code.
     pub handles: AddrMap<Tid>,
     /// Sites reached at least once (a bitset by site id): coverage.
@@ -696,7 +698,7 @@ impl RunState {
                 m.reset(null_limit);
                 m
             }
-            None => MemCheck::new(null_limit),
+            None => Box::new(MemCheck::new(null_limit)),
         });
         ready.clear();
         ready.push(0);
@@ -1717,7 +1719,7 @@ impl RunState {
         stack: Vec<RawFrame>,
         block: Option<HeapBlock>,
     ) -> MemoryError {
-        MemCheck::error(self.mem.as_ref(), kind, (tid, addr, site), stack, block)
+        MemCheck::error(self.mem.as_deref(), kind, (tid, addr, site), stack, block)
     }
 
     fn origin(&self, tid: Tid, site: SiteId) -> Origin {
