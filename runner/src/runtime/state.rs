@@ -647,8 +647,12 @@ pub struct RunState {
     pub handles: AddrMap<Tid>,
     /// Sites reached at least once (a bitset by site id): coverage.
     pub hit: Vec<u64>,
-    /// The guest's `random_get` stream (ChaCha8, separate from scheduling).
-    pub random: rand::rngs::ChaCha8Rng,
+    /// The guest's `random_get` stream (ChaCha8, separate from scheduling),
+    /// made at the run's first call ([`RunState::guest_random`]): few
+    /// programs ask, and its state is a third of a kilobyte.
+    random: Option<Box<rand::rngs::ChaCha8Rng>>,
+    /// The seed of that stream.
+    random_seed: u64,
 }
 
 /// Stream id of the guest's random bytes.
@@ -760,10 +764,17 @@ impl RunState {
             races: Races::new(races, old_races),
             handles,
             hit: vec![0; sites_count.div_ceil(64)],
-            random: <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
-                seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            ),
+            random: None,
+            random_seed: seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
         }
+    }
+
+    /// The guest's `random_get` stream, made at its first use.
+    pub fn guest_random(&mut self) -> &mut rand::rngs::ChaCha8Rng {
+        let seed = self.random_seed;
+        self.random.get_or_insert_with(|| {
+            Box::new(<rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed))
+        })
     }
 
     /// Leaves this run's buffers to the next one on its memory, in

@@ -373,7 +373,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         |caller: Caller<'_, ThreadCtx>, buf: u32, len: u32| -> HostResult<i32> {
             let mut st = caller.data().run.get();
             let mut bytes = vec![0u8; len as usize];
-            rand::Rng::fill_bytes(&mut st.random, &mut bytes);
+            rand::Rng::fill_bytes(st.guest_random(), &mut bytes);
             write_bytes(&st, buf, &bytes)?;
             Ok(ERRNO_SUCCESS)
         },
