@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# heddle against shuttle on the same four programs, side by side in one
+# heddle against shuttle on the same programs, side by side in one
 # invocation; writes the table into benches/RESULTS.md.
 #   PEERS_ROUNDS=5 PEERS_SECS=1 benches/peers.sh
 set -euo pipefail

@@ -1,4 +1,4 @@
-//! heddle against shuttle on the same four programs, side by side in one
+//! heddle against shuttle on the same programs, side by side in one
 //! invocation: `cargo bench -p heddle-peers --bench peers` (or
 //! `benches/peers.sh`, which writes the table into `benches/RESULTS.md`).
 //!

@@ -1,5 +1,5 @@
 //! Helpers for the `peers` bench, which measures heddle against
-//! [shuttle](https://crates.io/crates/shuttle) on the same four programs,
+//! [shuttle](https://crates.io/crates/shuttle) on the same programs,
 //! side by side in one invocation: `cargo bench -p heddle-peers --bench peers`
 //! (or `benches/peers.sh`, which also writes `benches/RESULTS.md`).
 //!
