@@ -19,6 +19,7 @@ use super::ThreadCtx;
 use crate::model::{Block, Clock, EventKind, Pending};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 use wasi_common::pipe::{ReadPipe, WritePipe};
 use wasi_common::snapshots::preview_1::{types, wasi_snapshot_preview1 as preview1};
@@ -130,7 +131,9 @@ impl Session {
     /// removes its source). The pipes behind them keep no state but the
     /// output buffers, which [`Output::take`] empties.
     pub fn as_built(&self) -> bool {
-        self.bare && std_as_built(&self.ctx)
+        let built = self.bare && self.answers.std_open();
+        debug_assert!(!built || std_as_built(&self.ctx));
+        built
     }
 }
 
@@ -138,7 +141,9 @@ impl Session {
 /// context without a granted directory that means each is still the pipe
 /// [`context`] put there: the guest can open no descriptor there, and a
 /// renumbering both needs its target open and removes its source, so each
-/// one drops a pipe for good.
+/// one drops a pipe for good. Only `fd_close` and `fd_renumber` take a
+/// descriptor out of the table, so [`Answers::std_open`] knows it without
+/// asking the table; debug builds check that it agrees.
 fn std_as_built(ctx: &WasiCtx) -> bool {
     let table = ctx.table();
     (0..3).all(|fd| table.contains_key(fd))
@@ -156,6 +161,9 @@ pub struct Answers {
     /// [`std_as_built`] tells whether descriptors 1 and 2 still write to
     /// it).
     pub std: Option<Output>,
+    /// Whether no `fd_close` or `fd_renumber` may have taken a descriptor
+    /// out of the context's table since it was built ([`Answers::std_open`]).
+    std_untouched: AtomicBool,
 }
 
 impl Answers {
@@ -169,6 +177,7 @@ impl Answers {
             args: Strings::new(std::iter::once(program).chain(args.iter().map(String::as_str))),
             env: Strings::new(env.iter().map(|(k, v)| format!("{k}={v}"))),
             std,
+            std_untouched: AtomicBool::new(true),
         }
     }
 
@@ -181,7 +190,27 @@ impl Answers {
             2 => &out.stderr,
             _ => return None,
         };
-        std_as_built(ctx).then_some(buffer)
+        let open = self.std_open();
+        debug_assert!(!open || std_as_built(ctx));
+        open.then_some(buffer)
+    }
+
+    /// Whether descriptors 0, 1 and 2 are all still open, as
+    /// [`std_as_built`] would find them in the context these answers were
+    /// made with: true until a call to `fd_close` or `fd_renumber` ends in
+    /// anything but an error number.
+    pub fn std_open(&self) -> bool {
+        self.std_untouched.load(Relaxed)
+    }
+
+    /// Notes the result of a call to `fd_close` or `fd_renumber`: unless it
+    /// failed with an error number (and so changed nothing), a descriptor
+    /// may have left the table.
+    fn table_call(&self, result: HostResult<i32>) -> HostResult<i32> {
+        if !matches!(result, Ok(errno) if errno != ERRNO_SUCCESS) {
+            self.std_untouched.store(false, Relaxed);
+        }
+        result
     }
 }
 
@@ -474,6 +503,31 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             by_wasi_common(&mut caller, |ctx, mem| {
                 settle(preview1::fd_fdstat_get(ctx, mem, fd, out))
             })
+        },
+    )?;
+
+    // The only calls that take a descriptor out of the table: wasi-common
+    // answers them, and `Answers` notes that the standard descriptors may
+    // no longer be as built. (`Program::new` refuses a module that imports
+    // them from another module, such as the older `wasi_unstable`.)
+    linker.func_wrap(
+        WASI,
+        "fd_close",
+        |mut caller: Caller<'_, ThreadCtx>, fd: i32| -> HostResult<i32> {
+            let r = by_wasi_common(&mut caller, |ctx, mem| {
+                settle(preview1::fd_close(ctx, mem, fd))
+            });
+            caller.data().answers.table_call(r)
+        },
+    )?;
+    linker.func_wrap(
+        WASI,
+        "fd_renumber",
+        |mut caller: Caller<'_, ThreadCtx>, from: i32, to: i32| -> HostResult<i32> {
+            let r = by_wasi_common(&mut caller, |ctx, mem| {
+                settle(preview1::fd_renumber(ctx, mem, from, to))
+            });
+            caller.data().answers.table_call(r)
         },
     )?;
 
@@ -816,11 +870,12 @@ mod tests {
     }
 
     /// heddle answers for stdout and stderr only while 0, 1 and 2 are all
-    /// open, and never without the buffers of a bare context.
+    /// open, and never without the buffers of a bare context; a renumbering
+    /// that failed leaves them open.
     #[test]
     fn stdout_and_stderr_are_answered_only_as_built() {
         let out = Output::default();
-        let ctx = context("t", &[], &[], &[], &out).unwrap();
+        let mut ctx = context("t", &[], &[], &[], &out).unwrap();
         let answers = Answers::new("t", &[], &[], Some(out.clone()));
         assert!(answers.std_buffer(&ctx, 0).is_none());
         assert!(answers.std_buffer(&ctx, 1).is_some());
@@ -829,7 +884,14 @@ mod tests {
         assert!(Answers::new("t", &[], &[], None)
             .std_buffer(&ctx, 1)
             .is_none());
-        ctx.table().renumber(2, 1).unwrap();
+        let mut bytes = [0u8; 8];
+        let mut mem = wiggle::GuestMemory::Unshared(&mut bytes);
+        let r = settle(preview1::fd_renumber(&mut ctx, &mut mem, 7, 1));
+        assert!(matches!(answers.table_call(r), Ok(errno) if errno != ERRNO_SUCCESS));
+        assert!(answers.std_buffer(&ctx, 1).is_some());
+        let r = settle(preview1::fd_renumber(&mut ctx, &mut mem, 2, 1));
+        assert_eq!(answers.table_call(r).ok(), Some(ERRNO_SUCCESS));
+        assert!(!std_as_built(&ctx));
         assert!(answers.std_buffer(&ctx, 1).is_none());
     }
 }
