@@ -34,6 +34,7 @@ EOF
 measures=(
     "empty main|40000|$out/empty.c"
     "one thread|20000|$out/one_thread.c"
+    "race_bank 2x0|20000|targets/race_bank.c --fixed -- 2 0"
     "race_bank 2x2|20000|targets/race_bank.c --fixed -- 2 2"
     "race_bank 4x25|2000|targets/race_bank.c --fixed -- 4 25"
     "condvar_ring 16x2|500|benches/programs/condvar_ring.c -- 16 2"
