@@ -383,7 +383,7 @@ fn compare(a: &Compare) -> Result<Vec<Row>> {
             })?;
             hub.close(seed, learns.then(|| std::mem::take(&mut r.feedback)));
             out.hashes.push(trace::schedule_hash(&r.decisions));
-            if !r.verdict.is_pass() {
+            if r.verdict.is_failure() {
                 out.failing += 1;
                 if out.first.is_none() {
                     out.first = Some(i + 1);

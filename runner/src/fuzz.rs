@@ -36,11 +36,15 @@ pub struct Fuzz {
 pub fn calibrated_portfolio(program: &Program, base: &RunConfig, spec: &str) -> Result<Portfolio> {
     let p = Portfolio::parse(spec)?;
     let mut members = Vec::new();
+    let mut probes = crate::runtime::Probes::default();
     for m in &p.members {
-        let cfg = program.calibrate(RunConfig {
-            strategy: m.clone(),
-            ..base.clone()
-        })?;
+        let cfg = program.calibrate_with(
+            RunConfig {
+                strategy: m.clone(),
+                ..base.clone()
+            },
+            &mut probes,
+        )?;
         members.push(cfg.strategy);
     }
     Ok(Portfolio { members })
@@ -58,6 +62,11 @@ impl Fuzz {
         keep_going: bool,
     ) -> Result<Fuzz> {
         let portfolio = calibrated_portfolio(&program, &base, strategy)?;
+        // A deadline bounds calibration only; the campaign has its own.
+        let base = RunConfig {
+            deadline: None,
+            ..base
+        };
         Ok(Fuzz {
             target,
             program,

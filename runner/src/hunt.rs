@@ -406,7 +406,7 @@ impl Hunt<'_> {
             })?;
             plan_run::learn(&mut known, &r);
             lock_edges(&r, &mut edges);
-            if !r.verdict.is_pass() {
+            if r.verdict.is_failure() {
                 observed_failures.push((seed, r.verdict.summary()));
             }
             obs.add_run(seed, &r);

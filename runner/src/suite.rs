@@ -271,6 +271,7 @@ fn run_check(
     let o = c.run(&exec::Options {
         jobs,
         time_budget: None,
+        started: None,
         out: dir.clone(),
         resume: false,
         journal: false,

@@ -114,7 +114,17 @@ pub enum Verdict {
         /// Every unfinished thread, with what it waits for.
         threads: Vec<BlockedThread>,
     },
-    /// The step or virtual-time budget ran out.
+    /// The step budget ran out while the threads still made progress
+    /// (`runtime::progress`): not a failure, and not a pass either — the
+    /// program may be correct and long, or loop forever doing new things.
+    TooLong {
+        /// The step budget.
+        steps: u64,
+        /// Where each thread was.
+        threads: Vec<ThreadAt>,
+    },
+    /// No thread made progress for the hang window (a livelock, or a thread
+    /// spinning alone), or the virtual-time budget ran out.
     Hang {
         /// Which budget ran out, or why the run counts as hung.
         reason: String,
@@ -264,6 +274,7 @@ impl Verdict {
             Verdict::Exit { .. } => "exit",
             Verdict::Deadlock { .. } => "deadlock",
             Verdict::Hang { .. } => "hang",
+            Verdict::TooLong { .. } => "too-long",
             Verdict::Race(_) => "data-race",
             Verdict::Memory(m) => match m.error.as_str() {
                 "null-deref" => "null-deref",
@@ -278,6 +289,17 @@ impl Verdict {
     /// Whether the run passed.
     pub fn is_pass(&self) -> bool {
         matches!(self, Verdict::Pass { .. })
+    }
+
+    /// Whether the run neither passed nor failed: it was stopped before it
+    /// could tell (the step budget ran out while threads made progress).
+    pub fn is_inconclusive(&self) -> bool {
+        matches!(self, Verdict::TooLong { .. })
+    }
+
+    /// Whether the run found a bug (neither passed nor inconclusive).
+    pub fn is_failure(&self) -> bool {
+        !self.is_pass() && !self.is_inconclusive()
     }
 
     /// A stable signature: the kind plus the symbolized user-code sites
@@ -307,6 +329,7 @@ impl Verdict {
                 format!("deadlock@{}", at.join("|"))
             }
             Verdict::Hang { reason, .. } => format!("hang:{reason}"),
+            Verdict::TooLong { .. } => "too-long".into(),
             Verdict::Race(r) => {
                 let (a, b) = r.key();
                 format!("data-race@{a}|{b}")
@@ -417,6 +440,13 @@ impl Verdict {
                     }
                 }
                 s
+            }
+            Verdict::TooLong { steps, threads } => {
+                let running = threads.len();
+                format!(
+                    "run too long: {steps} steps and the threads still made progress \
+                     ({running} unfinished; inconclusive, not a failure: raise --max-steps to let it finish)"
+                )
             }
             Verdict::Hang { reason, threads } => {
                 let at: Vec<String> = threads

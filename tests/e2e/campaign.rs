@@ -308,8 +308,10 @@ fn a_time_budget_ends_an_unbounded_campaign() {
     let v: toml::Value = toml::from_str(&s).unwrap();
     assert!(v["campaign"].get("runs_planned").is_none(), "{s}");
     assert!(v["stats"]["runs"].as_integer().unwrap() > 10);
+    // The budget counts from the command's start: building the target and
+    // calibrating the portfolio spend some of it before the first run.
     let elapsed = v["timing"]["elapsed_s"].as_float().unwrap();
-    assert!((1.4..10.0).contains(&elapsed), "{elapsed}");
+    assert!((0.5..10.0).contains(&elapsed), "{elapsed}");
 }
 
 #[test]

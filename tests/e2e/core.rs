@@ -528,7 +528,11 @@ fn traps_and_hangs_never_stop_a_campaign() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     assert!(stdout.starts_with("200 runs"), "every seed ran: {stdout}");
-    for kind in ["trap:out-of-bounds@worker", "hang:step", "assertion@worker"] {
+    for kind in [
+        "trap:out-of-bounds@worker",
+        "hang:no progress",
+        "assertion@worker",
+    ] {
         assert!(stdout.contains(kind), "missing {kind}: {stdout}");
     }
     // (each replay file has its HTML report next to it; the summary and
@@ -720,8 +724,10 @@ fn the_fast_path_changes_nothing() {
         (source.clone(), skipped)
     });
     let (_, loop_skipped) = results.last().unwrap();
+    // (Every other hang window is watched step by step: the fast path
+    // skips in the others.)
     assert!(
-        *loop_skipped > 10_000,
+        *loop_skipped > 5_000,
         "the single-threaded loop did not take the fast path ({loop_skipped} skipped)"
     );
     let engaged = results.iter().filter(|(_, s)| *s > 0).count();

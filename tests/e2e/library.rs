@@ -31,6 +31,7 @@ fn fuzz_and_test_reports_are_library_values() {
         .run(&exec::Options {
             jobs: 2,
             time_budget: None,
+            started: None,
             out: out.clone(),
             resume: false,
             journal: false,

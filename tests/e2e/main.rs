@@ -21,4 +21,5 @@ mod report;
 mod rust;
 mod rust_sync;
 mod strategies;
+mod suites;
 mod toolchain;

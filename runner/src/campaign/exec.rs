@@ -47,8 +47,12 @@ pub struct Campaign<'a> {
 pub struct Options {
     /// Worker threads.
     pub jobs: usize,
-    /// Stop starting runs after this long (this session).
+    /// Stop after this long (this session): no run starts after it, and
+    /// runs in flight then are given up (not counted).
     pub time_budget: Option<Duration>,
+    /// When the command started, if before the campaign: the time budget
+    /// counts from there (building and calibrating spend it too).
+    pub started: Option<Instant>,
     /// The campaign directory: state, summary, replay files.
     pub out: PathBuf,
     /// Continue the campaign whose state is in `out`.
@@ -286,7 +290,9 @@ impl Campaign<'_> {
         let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let last_print = Mutex::new(Instant::now());
         let started = Instant::now();
-        let deadline = opts.time_budget.map(|d| started + d);
+        let deadline = opts
+            .time_budget
+            .map(|d| opts.started.unwrap_or(started) + d);
         let jobs = opts.jobs.max(1);
         let id = fold
             .lock()
@@ -351,9 +357,25 @@ impl Campaign<'_> {
                 seed,
                 strategy,
                 corpus,
+                deadline,
                 ..self.base.clone()
             };
             let mut result = run_guarded(self.program, &cfg, inject.contains(&seed));
+            if let Err(e) = &result {
+                if crate::runtime::cancelled(e) {
+                    // Given up unfinished: not counted, the seed stays
+                    // for a resumed campaign.
+                    match crate::interrupt::requested() {
+                        Some(sig) => stopped_by.store(sig, Ordering::Relaxed),
+                        None => timed_out.store(true, Ordering::Relaxed),
+                    }
+                    return Next::Stop;
+                }
+            }
+            let cfg = RunConfig {
+                deadline: None,
+                ..cfg
+            };
             if cfg.corpus.is_some() {
                 if let Ok(r) = &mut result {
                     closer.feedback = Some(std::mem::take(&mut r.feedback));
@@ -704,15 +726,16 @@ fn make_record(
         Ok(r) => {
             let hit = std::mem::take(&mut r.sites_hit);
             let pass = r.verdict.is_pass();
+            let failure = r.verdict.is_failure();
             (
                 Record {
                     seed,
                     strategy,
                     kind: r.verdict.kind().into(),
-                    signature: if pass {
-                        String::new()
-                    } else {
+                    signature: if failure {
                         r.verdict.signature()
+                    } else {
+                        String::new()
                     },
                     summary: if pass {
                         String::new()
@@ -802,9 +825,11 @@ pub fn site_names(p: &Program) -> Vec<SiteName> {
 /// campaign, as one line.
 pub fn describe_config(c: &RunConfig) -> String {
     let mut s = format!(
-        "args={:?} max_steps={} max_time_ms={} budget={}..{} expect_exit={} races={}",
+        "args={:?} max_steps={} hang_steps={} fair_steps={} max_time_ms={} budget={}..{} expect_exit={} races={}",
         c.args,
         c.max_steps,
+        c.hang_steps,
+        c.fair_steps,
         c.max_time_ns / 1_000_000,
         c.budget.0,
         c.budget.1,

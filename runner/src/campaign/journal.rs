@@ -119,11 +119,21 @@ pub struct Record {
 /// panic): neither a pass nor a bug in the target.
 pub const ERROR_KIND: &str = "error";
 
+/// The verdict kinds that are neither a pass nor a failure
+/// ([`crate::verdict::Verdict::is_inconclusive`]).
+pub const INCONCLUSIVE_KINDS: &[&str] = &["too-long"];
+
 impl Record {
-    /// Whether the target failed: a verdict other than `pass`. A run that
-    /// failed inside heddle is not a failure of the target.
+    /// Whether the target failed: a verdict other than `pass`, other than
+    /// an inconclusive one. A run that failed inside heddle is not a
+    /// failure of the target.
     pub fn failed(&self) -> bool {
-        self.kind != "pass" && self.kind != ERROR_KIND
+        self.kind != "pass" && self.kind != ERROR_KIND && !self.is_inconclusive()
+    }
+
+    /// Whether the run could not tell (it was stopped too long).
+    pub fn is_inconclusive(&self) -> bool {
+        INCONCLUSIVE_KINDS.contains(&self.kind.as_str())
     }
 
     /// Whether the run failed inside heddle and gave no verdict.

@@ -37,10 +37,17 @@ pub struct Aggregate {
     pub keep_seeds: u64,
     /// Runs (every verdict, and internal errors).
     pub runs: u64,
-    /// Runs whose verdict was not `pass`.
+    /// Runs that found a bug (a verdict neither `pass` nor inconclusive).
     pub failing_runs: u64,
     /// Runs that failed inside heddle.
     pub error_runs: u64,
+    /// Runs that were neither a pass nor a failure (too long).
+    #[serde(default)]
+    pub inconclusive_runs: u64,
+    /// Those runs by verdict kind: the summary of the first, its seed and
+    /// their count.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inconclusive: BTreeMap<String, RaceAgg>,
     /// Decisions over all runs.
     pub decisions: u64,
     /// Preemptions over all runs.
@@ -99,7 +106,7 @@ pub struct FailureAgg {
     pub first_ms: u64,
 }
 
-/// One distinct data race.
+/// One distinct data race (and one kind of inconclusive run, by kind).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RaceAgg {
     /// Summary from its first run.
@@ -160,6 +167,16 @@ impl Aggregate {
             };
             merge_race(&mut self.races, &race.key, &one);
         }
+        if r.is_inconclusive() {
+            self.inconclusive_runs += 1;
+            let one = RaceAgg {
+                summary: r.summary.clone(),
+                first_seed: r.seed,
+                runs: 1,
+            };
+            merge_race(&mut self.inconclusive, &r.kind, &one);
+            return;
+        }
         if r.is_error() {
             self.error_runs += 1;
             let one = ErrorAgg {
@@ -192,6 +209,7 @@ impl Aggregate {
         self.runs += other.runs;
         self.failing_runs += other.failing_runs;
         self.error_runs += other.error_runs;
+        self.inconclusive_runs += other.inconclusive_runs;
         self.decisions += other.decisions;
         self.preemptions += other.preemptions;
         self.switches += other.switches;
@@ -219,6 +237,9 @@ impl Aggregate {
         }
         for (msg, e) in &other.errors {
             merge_error(&mut self.errors, msg, e);
+        }
+        for (kind, r) in &other.inconclusive {
+            merge_race(&mut self.inconclusive, kind, r);
         }
     }
 }

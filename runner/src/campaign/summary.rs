@@ -76,13 +76,17 @@ pub struct CampaignPart {
 pub struct Stats {
     /// Runs counted (without `keep_going`: the seeds up to the first failure).
     pub runs: u64,
-    /// Runs whose verdict was not `pass`.
+    /// Runs that found a bug (a verdict neither `pass` nor inconclusive).
     pub failing_runs: u64,
     /// Distinct failure signatures.
     pub distinct_failures: u64,
     /// Runs that failed inside heddle (no verdict; not counted as failing).
     #[serde(skip_serializing_if = "is_zero")]
     pub error_runs: u64,
+    /// Runs neither passed nor failed (stopped by the step budget while
+    /// they still made progress; not counted as failing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inconclusive_runs: u64,
     /// Decisions over all runs.
     pub decisions: u64,
     /// Mean decisions per run.
@@ -330,6 +334,7 @@ impl Summary {
                 failing_runs: a.failing_runs,
                 distinct_failures: failure.len() as u64,
                 error_runs: a.error_runs,
+                inconclusive_runs: a.inconclusive_runs,
                 decisions: a.decisions,
                 decisions_per_run: mean(a.decisions),
                 preemptions: a.preemptions,

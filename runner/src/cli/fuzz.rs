@@ -110,6 +110,7 @@ impl CampaignOpts {
         Ok(exec::Options {
             jobs: self.jobs(),
             time_budget,
+            started: None,
             out: self.out.clone(),
             resume: self.resume,
             journal: self.journal == JournalKeep::All,
@@ -140,11 +141,15 @@ impl CampaignOpts {
 
 /// Runs `heddle fuzz`.
 pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
+    // The time budget counts from here: building the target and
+    // calibrating the strategies spend it too.
+    let started = std::time::Instant::now();
     let json = a.format == crate::report::json::Format::Json;
     let mut text = super::text_out(json);
     let out = &mut *text;
     let plan = a.campaign.plan()?;
     let mut opts = a.campaign.options()?;
+    opts.started = Some(started);
     opts.all_failing_seeds = a.list_failures;
     // Strategy specs are checked before the target is built.
     let spec = a.run.strategy.as_deref().unwrap_or("default");
@@ -154,7 +159,10 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         strategy: Some(members.members[0].clone()),
         ..a.run.clone()
     };
-    let base = one.config(&a.target.args, 0)?;
+    let base = crate::runtime::RunConfig {
+        deadline: opts.time_budget.map(|d| started + d),
+        ..one.config(&a.target.args, 0)?
+    };
     let fuzz = Fuzz::new(t, program, base, spec, plan, a.campaign.keep_going)?;
     crate::interrupt::install();
     let r = fuzz.run(&opts)?;
@@ -318,6 +326,20 @@ fn print_findings(
         writeln!(out, "{} distinct data race(s):", s.race.len())?;
         for r in &s.race {
             writeln!(out, "  seed {}: {}", r.first_seed, r.summary)?;
+        }
+    }
+    if a.inconclusive_runs > 0 {
+        writeln!(
+            out,
+            "{} run(s) inconclusive (not failures; raise --max-steps to let them finish):",
+            a.inconclusive_runs
+        )?;
+        for r in a.inconclusive.values() {
+            writeln!(
+                out,
+                "  seed {} ({} runs): {}",
+                r.first_seed, r.runs, r.summary
+            )?;
         }
     }
     if !s.error.is_empty() {
@@ -605,9 +627,9 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
         doc.replay = Some(a.file.display().to_string());
         crate::report::json::emit(&doc);
     }
-    Ok(if r.verdict.is_pass() {
-        EXIT_OK
-    } else {
+    Ok(if r.verdict.is_failure() {
         EXIT_BUG
+    } else {
+        EXIT_OK
     })
 }

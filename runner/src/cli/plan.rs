@@ -230,7 +230,10 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
         let runs = &report.runs;
         doc.statistics = Statistics {
             runs: runs.len() as u64,
-            failing: runs.iter().filter(|r| !r.result.verdict.is_pass()).count() as u64,
+            failing: runs
+                .iter()
+                .filter(|r| r.result.verdict.is_failure())
+                .count() as u64,
             elapsed_seconds: secs,
             runs_per_second: runs.len() as f64 / secs.max(1e-9),
             ..Statistics::default()

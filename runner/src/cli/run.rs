@@ -52,9 +52,20 @@ pub struct RunOpts {
     /// defaults to random.
     #[arg(long)]
     pub strategy: Option<String>,
-    /// Step budget (yield points) before a run is a hang.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Step budget (yield points): a run still making progress there is
+    /// stopped as `too long`, which is inconclusive, not a failure.
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_STEPS)]
     pub max_steps: u64,
+    /// Steps in a row without progress (no thread changed memory or read
+    /// something new) that make a run a hang or a livelock; at most a
+    /// quarter of --max-steps is used.
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_HANG_STEPS)]
+    pub hang_steps: u64,
+    /// Steps a thread that can run may be kept waiting while others run,
+    /// whatever the strategy, before it runs (0: no bound; every strategy
+    /// is then only as fair as its own rule).
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_FAIR_STEPS)]
+    pub fair_steps: u64,
     /// Virtual-time budget in milliseconds before a run is a hang.
     #[arg(long, default_value_t = 3_600_000)]
     pub max_time_ms: u64,
@@ -99,6 +110,8 @@ impl RunOpts {
             seed,
             strategy,
             max_steps: self.max_steps,
+            hang_steps: self.hang_steps,
+            fair_steps: self.fair_steps,
             max_time_ns: self.max_time_ms.saturating_mul(1_000_000),
             budget: (1, self.budget.max(1)),
             expected_exit: self.expect_exit,
@@ -243,9 +256,9 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
         let doc = crate::report::json::Document::of_run("run", &target, a.seed, &r);
         crate::report::json::emit(&doc);
     }
-    Ok(if r.verdict.is_pass() {
-        EXIT_OK
-    } else {
+    Ok(if r.verdict.is_failure() {
         EXIT_BUG
+    } else {
+        EXIT_OK
     })
 }

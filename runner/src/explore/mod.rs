@@ -1284,7 +1284,7 @@ pub fn explore(
             report.user_capped = true;
         }
         let expect_ok = opts.expect.as_ref().is_none_or(|x| x.holds(&r));
-        let failing = !r.verdict.is_pass() || !expect_ok;
+        let failing = r.verdict.is_failure() || !expect_ok;
         let key = OutcomeKey {
             observed: r
                 .observed
@@ -1317,7 +1317,7 @@ pub fn explore(
         if failing {
             report.failing += 1;
             if report.first_failure.is_none() {
-                let reason = if !r.verdict.is_pass() {
+                let reason = if r.verdict.is_failure() {
                     r.verdict.summary()
                 } else {
                     format!(

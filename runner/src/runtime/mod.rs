@@ -15,6 +15,7 @@ pub(crate) mod hooks;
 pub(crate) mod memcheck;
 pub(crate) mod memory;
 pub mod plain;
+pub(crate) mod progress;
 pub(crate) mod races;
 pub(crate) mod ready;
 pub(crate) mod state;
@@ -102,6 +103,44 @@ impl ThreadCtx {
     }
 }
 
+/// The default step budget: ten times the longest unit tests of real
+/// libraries heddle was measured on (10^6–10^7 steps), so that they finish;
+/// a run still making progress there is inconclusive, not a failure.
+pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
+
+/// The default hang window: 2^20 steps without progress.
+pub const DEFAULT_HANG_STEPS: u64 = 1 << 20;
+
+/// The default fairness bound: a ready thread runs after at most 2^16
+/// steps of others (rounded up to the next check, every 4,096 steps).
+pub const DEFAULT_FAIR_STEPS: u64 = 1 << 16;
+
+/// The longest a calibration probe run goes ([`Program::calibrate`]).
+pub const CALIBRATION_MAX_STEPS: u64 = 1 << 21;
+
+/// Probe runs of [`Program::calibrate_with`] by (strategy, seed): their
+/// decisions.
+#[derive(Debug, Default)]
+pub struct Probes(std::collections::BTreeMap<(String, u64), Vec<Decision>>);
+
+/// A run given up before its end: its deadline passed
+/// ([`RunConfig::deadline`]) or a stop signal came. It has no result.
+#[derive(Debug, Clone, Copy)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the run was given up (time budget or stop signal)")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Whether `e` is a run given up ([`Cancelled`]).
+pub fn cancelled(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<Cancelled>().is_some()
+}
+
 /// Everything that determines a run besides the module.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -113,8 +152,15 @@ pub struct RunConfig {
     pub seed: u64,
     /// Strategy spec (see [`sched::parse`]).
     pub strategy: String,
-    /// Steps (yield points) before the run is declared a hang.
+    /// Steps (yield points) after which a run that still makes progress
+    /// is stopped as too long (inconclusive).
     pub max_steps: u64,
+    /// Steps without progress that make a run a hang (at most a quarter of
+    /// `max_steps` is used).
+    pub hang_steps: u64,
+    /// Steps a ready thread may be kept waiting while others run before it
+    /// is run regardless of the strategy (0: never).
+    pub fair_steps: u64,
     /// Virtual time before the run is declared a hang.
     pub max_time_ns: u64,
     /// Preemption budget range per slice (back-edges).
@@ -142,6 +188,9 @@ pub struct RunConfig {
     /// What earlier runs of the campaign showed, for a strategy that
     /// learns ([`sched::learns`]); None: nothing yet.
     pub corpus: Option<std::sync::Arc<sched::rff::Corpus>>,
+    /// When to give the run up ([`Cancelled`]): not part of what the run
+    /// does, only of whether it ends.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for RunConfig {
@@ -151,7 +200,9 @@ impl Default for RunConfig {
             env: Vec::new(),
             seed: 0,
             strategy: "random".into(),
-            max_steps: 2_000_000,
+            max_steps: DEFAULT_MAX_STEPS,
+            hang_steps: DEFAULT_HANG_STEPS,
+            fair_steps: DEFAULT_FAIR_STEPS,
             max_time_ns: 3_600 * 1_000_000_000,
             budget: (1, 2000),
             expected_exit: 0,
@@ -165,6 +216,7 @@ impl Default for RunConfig {
             observe: Vec::new(),
             races: RaceMode::Report,
             corpus: None,
+            deadline: None,
         }
     }
 }
@@ -511,20 +563,46 @@ impl Program {
     /// (a priority scheduler keeps threads waiting that random walk would
     /// have run, so its runs can be longer, and a change point is never
     /// drawn past `k`). Other strategies come back unchanged.
-    pub fn calibrate(&self, mut cfg: RunConfig) -> Result<RunConfig> {
+    ///
+    /// A probe run stops at [`CALIBRATION_MAX_STEPS`] (a long program's
+    /// estimate is then that of its first steps), and gives up at
+    /// `cfg.deadline` (an error saying so).
+    pub fn calibrate(&self, cfg: RunConfig) -> Result<RunConfig> {
+        self.calibrate_with(cfg, &mut Probes::default())
+    }
+
+    /// [`Program::calibrate`], taking probe runs already made under the
+    /// same configuration from `probes` (the members of a portfolio share
+    /// the `random` ones).
+    pub fn calibrate_with(&self, mut cfg: RunConfig, probes: &mut Probes) -> Result<RunConfig> {
         if !sched::needs_estimate(&cfg.strategy) {
             return Ok(cfg);
         }
-        let probe = |strategy: String, seed: u64| -> Result<Vec<crate::trace::Decision>> {
-            let probe = RunConfig {
-                strategy,
+        let original = cfg.strategy.clone();
+        let mut probe = |strategy: String, seed: u64| -> Result<Vec<crate::trace::Decision>> {
+            if let Some(d) = probes.0.get(&(strategy.clone(), seed)) {
+                return Ok(d.clone());
+            }
+            let run = RunConfig {
+                strategy: strategy.clone(),
                 seed,
                 record_events: false,
                 diagnostics: false,
                 forced: Vec::new(),
+                max_steps: cfg.max_steps.min(CALIBRATION_MAX_STEPS),
                 ..cfg.clone()
             };
-            Ok(self.run(&probe)?.decisions)
+            let d = match self.run(&run) {
+                Ok(r) => r.decisions,
+                Err(e) if cancelled(&e) => bail!(
+                    "the time budget ran out while calibrating `{original}` (a probe run of seed \
+                     {seed} under `{strategy}`): give a longer --time-budget, or strategies that \
+                     need no calibration (random, pos, rr)"
+                ),
+                Err(e) => return Err(e),
+            };
+            probes.0.insert((strategy, seed), d.clone());
+            Ok(d)
         };
         let mut runs = Vec::new();
         for seed in 0..sched::probe_runs(&cfg.strategy) {
@@ -562,6 +640,9 @@ impl Program {
         let mut slot = self.take_slot()?;
         let limits = Limits {
             max_steps: cfg.max_steps,
+            hang_steps: cfg.hang_steps,
+            fair_steps: cfg.fair_steps,
+            deadline: cfg.deadline,
             max_time_ns: cfg.max_time_ns,
             budget: cfg.budget,
             record_events: cfg.record_events || cfg.event_stacks,
@@ -724,6 +805,11 @@ impl Program {
                 Some(Outcome::Deadlock) => self.deadlock(st),
                 Some(Outcome::Memory(m)) => Verdict::Memory(self.memory_verdict(&m)),
                 Some(Outcome::Race(r)) => Verdict::Race(self.race_report(&r, st)),
+                Some(Outcome::Cancelled) => return Err(Cancelled.into()),
+                Some(Outcome::TooLong { steps }) => Verdict::TooLong {
+                    steps,
+                    threads: self.positions(st),
+                },
                 Some(Outcome::Hang { reason }) => Verdict::Hang {
                     reason,
                     threads: self.positions(st),

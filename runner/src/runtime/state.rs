@@ -16,6 +16,7 @@
 
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
 use super::memory::{GuestMemory, MemorySpan};
+use super::progress::Progress;
 use super::races::Races;
 use super::ready::ReadySets;
 use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
@@ -76,6 +77,12 @@ pub enum Outcome {
         stack: Vec<RawFrame>,
     },
     Deadlock,
+    /// The step budget ran out while threads still made progress.
+    TooLong {
+        steps: u64,
+    },
+    /// Given up: the deadline passed or a stop signal came.
+    Cancelled,
     Hang {
         reason: String,
     },
@@ -144,6 +151,8 @@ struct Slot {
     /// The thread is in [`RunState::ready`] (and filed in
     /// [`RunState::filed`]).
     ready: bool,
+    /// The step since which it has been ready without running.
+    since: u64,
 }
 
 impl Slot {
@@ -156,6 +165,7 @@ impl Slot {
             },
             takes_lock: false,
             ready: false,
+            since: 0,
         }
     }
 
@@ -514,6 +524,15 @@ impl std::error::Error for RunEnd {}
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_steps: u64,
+    /// Steps without progress that make a hang ([`super::progress`]).
+    pub hang_steps: u64,
+    /// Steps a ready thread may wait while others run before it is run
+    /// (0: never forced).
+    pub fair_steps: u64,
+    /// When to give the run up (a campaign's time budget); looked at every
+    /// [`CANCEL_CHECK`] steps. A run given up has no result, so the time
+    /// it reads cannot show in one.
+    pub deadline: Option<std::time::Instant>,
     pub max_time_ns: u64,
     /// Preemption budget per slice is drawn uniformly from this range.
     pub budget: (u32, u32),
@@ -529,6 +548,17 @@ pub use crate::model::RaceMode;
 
 const STAMP_SLOTS: usize = 4096;
 
+/// How often (in steps) the run looks for a thread kept waiting too long.
+const FAIR_CHECK: u64 = 4096;
+
+/// How often (in steps) the run looks at its deadline and for a stop
+/// signal.
+const CANCEL_CHECK: u64 = 1 << 16;
+
+/// Steps a thread kept waiting too long is run for before the strategy
+/// decides again (fewer when it spins, blocks or ends).
+const FAIR_BURST: u32 = 256;
+
 /// What a run leaves to the next run on the same memory: buffers whose
 /// capacity, never their contents, carries over (a run's allocations are a
 /// measurable share of a short run). Nothing in it can change what a run
@@ -537,6 +567,8 @@ const STAMP_SLOTS: usize = 4096;
 pub struct Scratch {
     /// `RunState::write_stamp`, with every entry below `stamp_base`.
     write_stamp: Vec<u64>,
+    /// `RunState::progress`.
+    progress: Progress,
     stamp_base: u64,
     races: Option<Box<Races>>,
     cands: Vec<Candidate>,
@@ -605,6 +637,11 @@ pub struct RunState {
     /// written anything), so that skipping them (the fast path) and seeing
     /// them give the same hints.
     solo_epoch: u64,
+    /// Whether the threads still make progress.
+    progress: Progress,
+    /// A thread that waited [`Limits::fair_steps`] while others ran, and
+    /// how many more steps it is run for before the strategy decides again.
+    force: Option<(Tid, u32)>,
     /// The fast path is allowed in this run: nothing per access is needed
     /// (no memory checker, race detector, event recording, stacks, or
     /// observing strategy).
@@ -685,6 +722,8 @@ impl RunState {
         use std::mem::take;
         let stamp_base = scratch.stamp_base;
         let mut write_stamp = take(&mut scratch.write_stamp);
+        let mut progress = take(&mut scratch.progress);
+        progress.reset();
         let old_races = scratch.races.take();
         let mut cands = take(&mut scratch.cands);
         let mut threads = take(&mut scratch.threads);
@@ -745,6 +784,8 @@ impl RunState {
             write_stamp,
             stamp_base,
             solo_epoch: 0,
+            progress,
+            force: None,
             fast,
             granted: 0,
             skipped: 0,
@@ -785,6 +826,7 @@ impl RunState {
         // Every field, so that a new one cannot be forgotten here.
         let Scratch {
             write_stamp,
+            progress,
             stamp_base,
             races,
             cands,
@@ -799,6 +841,8 @@ impl RunState {
             mem,
         } = scratch;
         *write_stamp = take(&mut self.write_stamp);
+        self.progress.retire(self.steps);
+        *progress = take(&mut self.progress);
         *stamp_base = self.stamp_base + self.steps + 1;
         *races = self.races.take();
         *cands = take(&mut self.cands);
@@ -836,6 +880,7 @@ impl RunState {
             self.ready.insert(i, tid);
             let slot = &mut self.slots[tid as usize];
             slot.ready = true;
+            slot.since = self.steps;
             self.filed.file(tid, slot.lock());
         }
         self.threads[tid as usize].status = Status::Ready;
@@ -860,6 +905,7 @@ impl RunState {
             races.spawn(parent, tid);
         }
         self.threads[parent as usize].last_child = Some(tid);
+        self.progress.made(self.steps, None);
         self.set_ready(tid);
         self.sched.strategy.on_spawn(tid);
         tid
@@ -894,6 +940,13 @@ impl RunState {
 
     fn note_pending(&mut self, tid: Tid, p: Pending) {
         let steps = self.steps;
+        if self.ready.len() == 1 && !self.watched(steps) {
+            // A solo stretch between watches counts as progress, as a
+            // stretch the fast path skipped does.
+            self.progress.unseen(steps);
+        } else {
+            self.progress.observe(tid, &p, steps, guest(&self.span));
+        }
         if self.ready.len() == 1 {
             // A solo stretch: no spin tracking (see `solo_epoch`).
             self.solo_epoch = steps;
@@ -988,6 +1041,13 @@ impl RunState {
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.pending(tid);
+        self.slots[tid as usize].since = self.steps;
+        if let Some((f, left)) = self.force {
+            // A forced thread runs its burst, unless it spins or waits.
+            self.force = (f == tid && left > 1 && !self.threads[tid as usize].spins)
+                .then_some((f, left - 1))
+                .or(self.force.filter(|&(f, _)| f != tid));
+        }
         self.threads[tid as usize].announced = self.announces(&p);
         match p.kind {
             EventKind::Lock | EventKind::Join => {
@@ -1005,6 +1065,7 @@ impl RunState {
             if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
                 self.threads[tid as usize].announced = false;
                 self.write_stamp[Self::hash_slot(word.addr)] = self.stamp_base + self.steps;
+                self.progress.made(self.steps, Some(word.addr));
                 return self.account(tid, word, false);
             }
         }
@@ -1202,7 +1263,14 @@ impl RunState {
             return 0;
         }
         let now = self.clock.now();
-        let mut n = self.limits.max_steps.saturating_sub(self.steps);
+        // Watched stretches are seen step by step (see `watched`).
+        let w = self.hang_window();
+        if self.watched(self.steps + 1) {
+            return 0;
+        }
+        let watch_from = (self.steps / w + 1) * w;
+        let mut n =
+            (watch_from - 1 - self.steps).min(self.limits.max_steps.saturating_sub(self.steps));
         n = n.min(self.limits.max_time_ns.saturating_sub(now) / Clock::STEP_NS);
         if let Some(&(deadline, _)) = self.timers.first() {
             n = n.min(deadline.saturating_sub(now).saturating_sub(1) / Clock::STEP_NS);
@@ -1225,6 +1293,7 @@ impl RunState {
             .advance_to(self.clock.now() + used * Clock::STEP_NS);
         self.solo_epoch = self.steps;
         let steps = self.steps;
+        self.progress.unseen(steps);
         self.threads[self.current as usize].forget_spin(steps);
         self.slots[self.current as usize].cand.spinning = false;
     }
@@ -1232,16 +1301,14 @@ impl RunState {
     fn tick(&mut self) -> Result<(), RunEnd> {
         self.steps += 1;
         self.clock.tick();
+        let window = self.hang_window();
+        if self.progress.stalled(self.steps) >= window {
+            return Err(self.hang(window));
+        }
         if self.steps > self.limits.max_steps {
-            let reason = if self.livelocked() {
-                format!(
-                    "livelock: every running thread spins (step budget of {} exceeded)",
-                    self.limits.max_steps
-                )
-            } else {
-                format!("step budget of {} exceeded", self.limits.max_steps)
-            };
-            return Err(self.end(Outcome::Hang { reason }));
+            return Err(self.end(Outcome::TooLong {
+                steps: self.limits.max_steps,
+            }));
         }
         if self.clock.now() > self.limits.max_time_ns {
             return Err(self.end(Outcome::Hang {
@@ -1254,14 +1321,72 @@ impl RunState {
         if !self.timers.is_empty() {
             self.fire_timers();
         }
+        if self.steps & (FAIR_CHECK - 1) == 0 {
+            if self.limits.fair_steps > 0 && self.force.is_none() {
+                self.force = self.starving().map(|t| (t, FAIR_BURST));
+            }
+            if self.steps & (CANCEL_CHECK - 1) == 0
+                && (self
+                    .limits
+                    .deadline
+                    .is_some_and(|d| std::time::Instant::now() >= d)
+                    || crate::interrupt::requested().is_some())
+            {
+                return Err(self.end(Outcome::Cancelled));
+            }
+        }
         Ok(())
     }
 
-    /// Whether the run ends in a livelock: two or more threads can run and
-    /// every one of them is about to repeat a spin (a lone spinner, or one
-    /// thread that works without spinning, makes it a plain hang).
-    fn livelocked(&self) -> bool {
-        self.ready.len() > 1 && self.ready.iter().all(|&t| self.threads[t as usize].spins)
+    /// Steps without progress that make a hang: [`Limits::hang_steps`], but
+    /// at most a quarter of the step budget, so that a run stopped by its
+    /// budget was watched that long.
+    fn hang_window(&self) -> u64 {
+        self.limits.hang_steps.min(self.limits.max_steps / 4).max(1)
+    }
+
+    /// Whether step `step` is in a *watched* stretch: every other hang
+    /// window of steps (the second, the fourth, …). A thread running alone
+    /// is judged for progress only there; elsewhere its steps count as
+    /// progress, whether the host sees them or the fast path skips them, so
+    /// that both give the same run. A lone thread spinning for ever is then
+    /// a hang within two windows.
+    fn watched(&self, step: u64) -> bool {
+        (step / self.hang_window()) % 2 == 1
+    }
+
+    /// Ends the run as hung: nothing made progress for `window` steps. With
+    /// two or more threads able to run, it is a livelock (each of them only
+    /// re-read words nobody changed, retried a compare-exchange on an
+    /// unchanged word, or stored what was already there).
+    fn hang(&mut self, window: u64) -> RunEnd {
+        let reason = if self.ready.len() > 1 {
+            format!("livelock: every running thread spins, none made progress in {window} steps")
+        } else {
+            format!(
+                "no progress in {window} steps: thread {} spins alone",
+                self.current
+            )
+        };
+        self.end(Outcome::Hang { reason })
+    }
+
+    /// The ready thread that has waited longest while others ran, if it
+    /// waited more than [`Limits::fair_steps`] and can run (a thread
+    /// waiting for a held lock cannot).
+    fn starving(&self) -> Option<Tid> {
+        let steps = self.steps;
+        let mem = self.guest();
+        self.ready
+            .iter()
+            .map(|&t| (self.slots[t as usize].since, t))
+            .filter(|&(since, t)| {
+                steps - since > self.limits.fair_steps
+                    && waits_for_lock(&self.info, mem, &self.slots[t as usize].cand.pending)
+                        .is_none()
+            })
+            .min()
+            .map(|(_, t)| t)
     }
 
     fn fire_timers(&mut self) {
@@ -1299,6 +1424,20 @@ impl RunState {
     /// same, without the steps). A spinning hint is reported once:
     /// strategies react to the observation, not to a flag that stays set.
     fn candidates(&mut self) -> Vec<Candidate> {
+        let mut c = self.all_candidates();
+        if let Some((f, _)) = self.force {
+            if c.iter().any(|x| x.tid == f) {
+                // Fairness: a thread that waited too long runs now.
+                c.retain(|x| x.tid == f);
+            } else {
+                self.force = None;
+            }
+        }
+        c
+    }
+
+    /// [`RunState::candidates`] before fairness.
+    fn all_candidates(&mut self) -> Vec<Candidate> {
         let mut c = std::mem::take(&mut self.cands);
         c.clear();
         self.sched.waiting.clear();
@@ -1565,6 +1704,7 @@ impl RunState {
             self.fill_last_value(tid);
         }
         self.settle_words(tid);
+        self.progress.made(self.steps, None);
         self.threads[tid as usize].status = Status::Done;
         if let Some(races) = &mut self.races {
             races.finish(tid);

@@ -17,7 +17,9 @@
 //! seed = 17
 //! args = ["2", "2"]
 //! env = []
-//! max_steps = 2000000
+//! max_steps = 100000000
+//! hang_steps = 1048576
+//! fair_steps = 65536
 //! max_time_ms = 3600000
 //! budget = [1, 2000]
 //! expected_exit = 0
@@ -128,6 +130,14 @@ pub struct RunSpec {
     pub env: Vec<String>,
     /// The step budget.
     pub max_steps: u64,
+    /// Steps without progress that make a hang (files written before the
+    /// field: none, the step budget alone).
+    #[serde(default = "no_hang_window")]
+    pub hang_steps: u64,
+    /// Steps a ready thread may wait before it is run regardless of the
+    /// strategy (files written before the field: 0, never).
+    #[serde(default)]
+    pub fair_steps: u64,
     /// The virtual-time budget in milliseconds.
     pub max_time_ms: u64,
     /// The preemption budget range, in guest steps.
@@ -141,6 +151,10 @@ pub struct RunSpec {
     /// Directories granted to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<DirRecord>,
+}
+
+fn no_hang_window() -> u64 {
+    u64::MAX
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -358,6 +372,8 @@ mod tests {
                 args: vec!["2".into()],
                 env: vec![],
                 max_steps: 10,
+                hang_steps: 4,
+                fair_steps: 0,
                 max_time_ms: 10,
                 budget: [1, 2],
                 expected_exit: 0,
@@ -451,6 +467,8 @@ mod tests {
                 .collect();
             f.run.seed = rng.next_u64();
             f.run.max_steps = rng.next_u64();
+            f.run.hang_steps = rng.next_u64();
+            f.run.fair_steps = rng.next_u64();
             f.run.max_time_ms = rng.next_u64();
             f.run.budget = [rng.below(9) as u32, rng.next_u64() as u32];
             f.run.expected_exit = rng.next_u64() as i32;
