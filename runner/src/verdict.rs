@@ -600,6 +600,27 @@ mod tests {
     }
 
     #[test]
+    fn a_user_frame_without_a_line_is_named_before_a_library_caller() {
+        let frame = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            loc: Some(crate::instrument::Loc {
+                file: file.into(),
+                line,
+                col: 0,
+            }),
+        };
+        let stack = vec![
+            frame("check", "src/check.c", 0),
+            frame(
+                "_start",
+                "wasisdk://v30.0/src/wasi-libc/libc-bottom-half/crt/crt1-command.c",
+                56,
+            ),
+        ];
+        assert_eq!(top_user(&stack), "check (check.c)");
+    }
+
+    #[test]
     fn hang_summary_groups_threads_by_site() {
         let at = |tid, site: &str| ThreadAt {
             tid,
