@@ -449,14 +449,68 @@ impl Verdict {
                 )
             }
             Verdict::Hang { reason, threads } => {
-                let at: Vec<String> = threads
-                    .iter()
-                    .map(|t| format!("thread {} at {}", t.tid, t.site))
-                    .collect();
-                format!("hang ({reason}): {}", at.join(", "))
+                format!("hang ({reason}): {}", threads_at(threads))
             }
         }
     }
+}
+
+/// Where threads are, briefly: the threads at the same site together, in
+/// the order of their first thread (`threads 1–127 at stress.c:38 (127),
+/// thread 0 at main.c:12`), at most [`MAX_SITE_GROUPS`] sites, then how
+/// many threads are left out.
+fn threads_at(threads: &[ThreadAt]) -> String {
+    let mut groups: Vec<(&str, Vec<Tid>)> = Vec::new();
+    for t in threads {
+        match groups.iter_mut().find(|(site, _)| *site == t.site) {
+            Some((_, tids)) => tids.push(t.tid),
+            None => groups.push((&t.site, vec![t.tid])),
+        }
+    }
+    let mut parts: Vec<String> = groups
+        .iter()
+        .take(MAX_SITE_GROUPS)
+        .map(|(site, tids)| match tids.as_slice() {
+            [t] => format!("thread {t} at {site}"),
+            _ => format!("threads {} at {site} ({})", tid_ranges(tids), tids.len()),
+        })
+        .collect();
+    if groups.len() > MAX_SITE_GROUPS {
+        let rest = &groups[MAX_SITE_GROUPS..];
+        let n: usize = rest.iter().map(|(_, t)| t.len()).sum();
+        parts.push(format!(
+            "and {n} more thread{} at {} other site{}",
+            if n == 1 { "" } else { "s" },
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" }
+        ));
+    }
+    parts.join(", ")
+}
+
+/// How many sites a hang's summary names.
+const MAX_SITE_GROUPS: usize = 8;
+
+/// `1–3, 7, 9–10` for thread ids in any order.
+fn tid_ranges(tids: &[Tid]) -> String {
+    let mut sorted = tids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(match j - i {
+            0 => sorted[i].to_string(),
+            1 => format!("{}, {}", sorted[i], sorted[j]),
+            _ => format!("{}–{}", sorted[i], sorted[j]),
+        });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 /// A Rust panic as the standard library prints it on stderr.
@@ -573,6 +627,58 @@ mod tests {
         assert_eq!(p.message, "boom");
         assert_eq!(rust_panic("Assertion failed: x (a.c: f: 3)\n"), None);
         assert_eq!(rust_panic("thread 'main' panicked at nowhere:\n"), None);
+    }
+
+    #[test]
+    fn a_user_frame_without_a_line_is_named_before_a_library_caller() {
+        let frame = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            loc: Some(crate::instrument::Loc {
+                file: file.into(),
+                line,
+                col: 0,
+            }),
+        };
+        let stack = vec![
+            frame("check", "src/check.c", 0),
+            frame(
+                "_start",
+                "wasisdk://v30.0/src/wasi-libc/libc-bottom-half/crt/crt1-command.c",
+                56,
+            ),
+        ];
+        assert_eq!(top_user(&stack), "check (check.c)");
+    }
+
+    #[test]
+    fn hang_summary_groups_threads_by_site() {
+        let at = |tid, site: &str| ThreadAt {
+            tid,
+            site: site.into(),
+        };
+        let mut threads = vec![at(0, "main.c:12")];
+        threads.extend((1..=127).map(|t| at(t, "stress.c:38")));
+        threads.push(at(200, "stress.c:38"));
+        threads.push(at(128, "worker.c:5"));
+        let v = Verdict::Hang {
+            reason: "step budget".into(),
+            threads,
+        };
+        assert_eq!(
+            v.summary(),
+            "hang (step budget): thread 0 at main.c:12, threads 1–127, 200 at stress.c:38 (128), \
+             thread 128 at worker.c:5"
+        );
+        let many: Vec<ThreadAt> = (0..12).map(|t| at(t, &format!("s.c:{}", t % 10))).collect();
+        let s = Verdict::Hang {
+            reason: "r".into(),
+            threads: many,
+        }
+        .summary();
+        assert!(
+            s.ends_with("threads 0, 10 at s.c:0 (2), threads 1, 11 at s.c:1 (2), thread 2 at s.c:2, thread 3 at s.c:3, thread 4 at s.c:4, thread 5 at s.c:5, thread 6 at s.c:6, thread 7 at s.c:7, and 2 more threads at 2 other sites"),
+            "{s}"
+        );
     }
 
     #[test]

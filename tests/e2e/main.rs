@@ -9,6 +9,7 @@ mod common;
 mod compat;
 mod core;
 mod deploy;
+mod diagnose;
 mod explore;
 mod instrument;
 mod library;

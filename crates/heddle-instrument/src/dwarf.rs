@@ -31,9 +31,13 @@ pub struct Loc {
 }
 
 impl Loc {
-    /// `file:line` with the file's last path component only.
+    /// `file:line` with the file's last path component only; the file
+    /// alone when the line is unknown (0).
     pub fn short(&self) -> String {
-        format!("{}:{}", short_file(&self.file), self.line)
+        match self.line {
+            0 => short_file(&self.file).to_string(),
+            line => format!("{}:{line}", short_file(&self.file)),
+        }
     }
 }
 

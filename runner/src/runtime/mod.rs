@@ -14,6 +14,7 @@
 pub(crate) mod hooks;
 pub(crate) mod memcheck;
 pub(crate) mod memory;
+pub(crate) mod overflow;
 pub mod plain;
 pub(crate) mod progress;
 pub(crate) mod races;
@@ -341,6 +342,8 @@ pub struct Program {
     site_info: Arc<[instrument::SiteInfo]>,
     original: Arc<Vec<u8>>,
     debug: Mutex<Option<DebugInfo>>,
+    /// Where the module's stacks are, read from `original` when first needed.
+    stack_layout: std::sync::OnceLock<overflow::StackLayout>,
     mem_pages: (u32, u32),
     has_thread_start: bool,
     /// The module exports its imported memory (memory 0, the run's) as
@@ -353,6 +356,13 @@ pub struct Program {
     /// How the module was instrumented.
     pub instrumentation: InstrumentConfig,
 }
+
+/// What a wasm `unreachable` in user code usually is.
+const UB_TRAP: &str = "clang turns undefined behaviour it can see (an uninitialised \
+    variable, a missing return, an out-of-range shift, a null dereference, \
+    `__builtin_unreachable()` reached) into this trap at -O1 and above, heddle's default; \
+    build with -O0 (`--cflag -O0`) to run the code as written, or with \
+    `-fsanitize=undefined -fsanitize-trap=undefined` to trap where it happens";
 
 /// The process-wide engine: every program shares its compiled-code
 /// registry and its instance/stack pool.
@@ -430,6 +440,7 @@ impl Program {
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
             debug: Mutex::new(None),
+            stack_layout: std::sync::OnceLock::new(),
             mem_pages: (min, max),
             has_thread_start: info.exports_func("wasi_thread_start"),
             memory_export,
@@ -452,6 +463,78 @@ impl Program {
         bail!("unknown variable `{name}`; nearest: {}", near.join(", "))
     }
 
+    /// Names the cause of a trap or a memory error where heddle can tell
+    /// it: a stack overflow (see [`overflow`]), or the trap the compiler
+    /// makes of undefined behaviour.
+    fn explain(&self, verdict: Verdict, regs: Option<overflow::Regs>, st: &RunState) -> Verdict {
+        let overflow = |tid: Tid| {
+            let regs = regs.filter(|r| r.tid == tid)?;
+            self.stack_layout()
+                .overflow(regs, |a| st.read_le(a, 4).map(|v| v as u32))
+        };
+        match verdict {
+            Verdict::Trap {
+                trap,
+                message,
+                tid,
+                stack,
+            } if !matches!(
+                trap.as_str(),
+                "abort" | "instantiation" | "spawn" | "internal"
+            ) =>
+            {
+                if let Some(o) = overflow(tid) {
+                    return Verdict::Trap {
+                        trap: "stack-overflow".into(),
+                        message: o.message(&message),
+                        tid,
+                        stack,
+                    };
+                }
+                let message = match trap.as_str() {
+                    "stack-overflow" => format!(
+                        "{message}: the wasm call stack ran out (recursion too deep, or \
+                         unbounded)"
+                    ),
+                    "unreachable" if crate::verdict::user_frame(&stack).is_some() => {
+                        format!("{message}: {UB_TRAP}")
+                    }
+                    _ => message,
+                };
+                Verdict::Trap {
+                    trap,
+                    message,
+                    tid,
+                    stack,
+                }
+            }
+            Verdict::Memory(m) => match overflow(m.tid) {
+                Some(o) => Verdict::Trap {
+                    trap: "stack-overflow".into(),
+                    message: o.message(&format!(
+                        "the memory checker saw a {} at {:#x}",
+                        m.error, m.addr
+                    )),
+                    tid: m.tid,
+                    stack: m.stack,
+                },
+                None => Verdict::Memory(m),
+            },
+            v => v,
+        }
+    }
+
+    /// Whether function `orig` of the original module is user code.
+    fn is_user_func(&self, orig: u32) -> bool {
+        self.sites.funcs.iter().any(|f| f.index == orig && f.user)
+    }
+
+    /// Where the module's stacks are ([`overflow::StackLayout`]).
+    fn stack_layout(&self) -> &overflow::StackLayout {
+        self.stack_layout
+            .get_or_init(|| overflow::StackLayout::parse(&self.original))
+    }
+
     /// Symbolizes raw frames through the site table and the original DWARF.
     pub fn symbolize(&self, raw: &[RawFrame]) -> Vec<Frame> {
         let mut guard = self.debug.lock().unwrap_or_else(|e| e.into_inner());
@@ -465,17 +548,37 @@ impl Program {
                 continue;
             };
             let name = self.sites.func_name(orig_func);
-            let frames = match (debug, f.offset.and_then(|o| self.sites.original_offset(o))) {
+            let off = f.offset.and_then(|o| self.sites.original_offset(o));
+            let mut frames = match (debug, off) {
                 (Some(d), Some(off)) => d.frames(off as u64),
                 _ => Vec::new(),
             };
-            if frames.is_empty() {
-                out.push(Frame {
+            // No line for the instruction (code the compiler added, such as
+            // the trap it makes of undefined behaviour, may have none): a
+            // user function keeps its file, line 0, so that the report names
+            // it rather than a library caller.
+            let unplaced = frames.last().is_none_or(|f| f.loc.is_none());
+            let fallback = match (debug, off) {
+                (Some(d), Some(off)) if unplaced && self.is_user_func(orig_func) => {
+                    d.unit_name(off as u64).map(|(file, _)| instrument::Loc {
+                        file,
+                        line: 0,
+                        col: 0,
+                    })
+                }
+                _ => None,
+            };
+            match frames.last_mut() {
+                None => out.push(Frame {
                     function: Some(name),
-                    loc: None,
-                });
-            } else {
-                out.extend(frames);
+                    loc: fallback,
+                }),
+                Some(outer) => {
+                    if outer.loc.is_none() {
+                        outer.loc = fallback;
+                    }
+                    out.extend(frames);
+                }
             }
         }
         out
@@ -682,10 +785,17 @@ impl Program {
             answers: session.answers.clone(),
             slot,
             threads: Vec::new(),
+            regs: None,
         };
         exec.start()?;
         let end = exec.drive();
-        let mut slot = exec.close();
+        // A memory error ends the run in a host call: its thread is still
+        // suspended there, and its registers are read as it unwinds.
+        let want = match &run.get().outcome {
+            Some(Outcome::Memory(m)) => Some(m.tid),
+            _ => None,
+        };
+        let (mut slot, regs) = exec.close(want);
         let (stdout, stderr) = session.output.take();
         if self.reuse && session.as_built() {
             slot.wasi = Some(session);
@@ -716,7 +826,7 @@ impl Program {
             })
             .collect();
         let feedback = st.sched.strategy.take_feedback();
-        let r = self.finish(&mut st, end, stdout, stderr, spec, cfg);
+        let r = self.finish(&mut st, end, regs, stdout, stderr, spec, cfg);
         drop(st);
         run.retire(&mut slot.scratch);
         self.return_slot(slot, used);
@@ -726,10 +836,12 @@ impl Program {
         Ok(r)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         st: &mut RunState,
         end: Ended,
+        regs: Option<overflow::Regs>,
         stdout: Vec<u8>,
         stderr: Vec<u8>,
         strategy: String,
@@ -824,6 +936,7 @@ impl Program {
                 None => return Err(crate::internal!("run ended without an outcome")),
             },
         };
+        let verdict = self.explain(verdict, regs, st);
         let thread_names = st.threads.iter().map(|t| t.name.clone()).collect();
         // One report per pair of source lines (a `counter++` races as a read
         // and as a write of the same line).
@@ -1291,6 +1404,8 @@ struct Worker {
     /// without a host `Global::set` per global. None when the module has
     /// none (see `instrument::rewrite::EXPORT_ENTRY`).
     thread_entry: Option<ThreadEntry>,
+    /// `__tls_base`, read after a trap to find the thread's stack.
+    tls: Option<Global>,
 }
 
 /// `heddle_thread_entry(tid, start_arg, budget)`.
@@ -1309,6 +1424,9 @@ struct Executor<'p> {
     slot: Box<Slot>,
     /// Per tid: the thread's running future (None before start / after end).
     threads: Vec<Option<ThreadFuture>>,
+    /// The registers of the last thread whose call failed (a trap, or the
+    /// end of the run it caused), read before its instance is released.
+    regs: Option<overflow::Regs>,
 }
 
 /// The rewriter's thread entry of a new instance, with its saved copies of
@@ -1338,6 +1456,16 @@ fn saved_globals(
             .map_err(|e| anyhow!("cannot save a global: {e}"))?;
     }
     Ok(Some(entry))
+}
+
+/// The stack pointer and TLS base of `w`'s instance, as its call left them.
+fn read_regs(tid: Tid, w: &mut Worker) -> Option<overflow::Regs> {
+    let sp = w.store.data().sp?.get(&mut w.store).i32()? as u32;
+    let tls = w
+        .tls
+        .and_then(|g| g.get(&mut w.store).i32())
+        .map(|v| v as u32);
+    Some(overflow::Regs { tid, sp, tls })
 }
 
 /// Polls a future that is expected to complete without suspending.
@@ -1470,12 +1598,19 @@ impl Executor<'_> {
         data.sp = sp;
         data.table = table;
         data.started = true;
+        let tls = self.program.stack_layout().tls_global.and_then(|g| {
+            instance.get_global(
+                &mut store,
+                &format!("{}{g}", instrument::reuse::GLOBAL_PREFIX),
+            )
+        });
         Ok(Worker {
             store,
             main,
             entry,
             globals,
             thread_entry,
+            tls,
         })
     }
 
@@ -1584,8 +1719,11 @@ impl Executor<'_> {
                         spurious = 0;
                     }
                 }
-                Poll::Ready((w, r)) => {
+                Poll::Ready((mut w, r)) => {
                     self.threads[cur as usize] = None;
+                    if r.is_err() {
+                        self.regs = read_regs(cur, &mut w);
+                    }
                     self.release(w);
                     if let Some(end) = self.thread_ended(cur, r) {
                         return end;
@@ -1598,19 +1736,25 @@ impl Executor<'_> {
     /// After the run: the threads still suspended return (their pending
     /// host call fails, so their wasm unwinds without running), in tid
     /// order, and give their instances back. Nothing here changes what the
-    /// run reports. Returns the slot.
-    fn close(mut self) -> Box<Slot> {
+    /// run reports. Returns the slot, and the registers of thread `want`
+    /// (the unwinding leaves its globals as they were at its host call).
+    fn close(mut self, want: Option<Tid>) -> (Box<Slot>, Option<overflow::Regs>) {
         self.run.get().closed = true;
         let mut cx = Context::from_waker(Waker::noop());
-        for mut t in std::mem::take(&mut self.threads).into_iter().flatten() {
+        let threads = std::mem::take(&mut self.threads);
+        for (tid, mut t) in threads.into_iter().enumerate() {
+            let Some(t) = t.as_mut() else { continue };
             for _ in 0..4 {
-                if let Poll::Ready((w, _)) = t.as_mut().poll(&mut cx) {
+                if let Poll::Ready((mut w, _)) = t.as_mut().poll(&mut cx) {
+                    if want == Some(tid as Tid) {
+                        self.regs = read_regs(tid as Tid, &mut w);
+                    }
                     self.release(w);
                     break;
                 }
             }
         }
-        self.slot
+        (self.slot, self.regs)
     }
 
     /// Handles a thread's future completing. Returns `Some` when the run ends.
