@@ -12,6 +12,7 @@ mod deploy;
 mod explore;
 mod instrument;
 mod library;
+mod long_report;
 mod memcheck;
 mod plans;
 mod portable;
