@@ -13,6 +13,7 @@ mod diagnose;
 mod explore;
 mod instrument;
 mod library;
+mod long_report;
 mod memcheck;
 mod plans;
 mod portable;

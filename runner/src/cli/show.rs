@@ -19,10 +19,12 @@ pub struct ShowArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub inputs: ReplayInputs,
-    /// Show only the rows within N rows of a marked step.
+    /// Show only the rows within N rows of a marked step (on a long run,
+    /// also keep about N rows around each step that explains the verdict).
     #[arg(long, value_name = "N")]
     pub context: Option<usize>,
-    /// Show every step, library code included, without folding.
+    /// Show every step, library code included, without folding (on a long
+    /// run: every step of it, which is long and slow).
     #[arg(long)]
     pub all: bool,
     /// Width of the diagram in columns (default: the terminal's, else 160).
@@ -160,12 +162,23 @@ pub fn show_cmd(a: ShowArgs) -> Result<i32> {
         println!("wrote {}", out.display());
         return Ok(EXIT_OK);
     }
-    let tl = report::timeline_of(&rp, &r, a.all);
+    // A long run keeps the steps around the marks that explain its
+    // verdict; `--context N` widens that to about N rows each side.
+    let defaults = report::timeline::Scope::default();
+    let scope = report::timeline::Scope {
+        around: a.context.map_or(defaults.around, |n| {
+            n.saturating_mul(4).max(defaults.around)
+        }),
+        ..defaults
+    };
+    let tl = report::timeline_in(&rp, &r, a.all, &scope);
     let opts = diagram::Options {
         all: a.all,
         context: a.context,
         width: a.width.or_else(terminal_width).unwrap_or(160).max(40),
         color: use_color(),
+        // `--context` and `--all` say how much to show.
+        max_rows: (!a.all && a.context.is_none()).then_some(diagram::MAX_ROWS),
     };
     let mut src = SourceCache::new(dirs);
     print!("{}", report::show_text(&tl, &info, &opts, &mut src));

@@ -89,7 +89,19 @@ pub fn render(
         .map(|t| tl.label(t.tid).chars().count())
         .max()
         .unwrap_or(2);
-    for t in threads {
+    // At most `MAX_BLOCKED` (unless `all`), those of the cycle first.
+    let in_cycle = cycle(threads).unwrap_or_default();
+    let mut listed: Vec<&BlockedThread> = threads.iter().collect();
+    let more = if all {
+        0
+    } else {
+        listed.len().saturating_sub(MAX_BLOCKED)
+    };
+    if more > 0 {
+        listed.sort_by_key(|t| !in_cycle.contains(&t.tid));
+        listed.truncate(MAX_BLOCKED);
+    }
+    for t in listed {
         let label = tl.label(t.tid);
         let ind = " ".repeat(label_w + 4);
         let user = t
@@ -146,8 +158,17 @@ pub fn render(
         }
         let _ = writeln!(out, "{ind}stack: {}", stack_line(&t.stack, all));
     }
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "  … and {more} more blocked threads (--all lists every one)"
+        );
+    }
     out
 }
+
+/// Blocked threads a deadlock section lists (without `--all`).
+const MAX_BLOCKED: usize = 16;
 
 /// A stack on one line, innermost first: `pthread_mutex_lock (library) ←
 /// t1_main (deadlock_abba.c:33)`. Runs of library frames are shown as the

@@ -31,6 +31,9 @@ pub struct Options {
     pub width: usize,
     /// ANSI colours.
     pub color: bool,
+    /// Most rows to draw (rows far from the marks that explain the verdict
+    /// go first, then the earliest); `None`: every row.
+    pub max_rows: Option<usize>,
 }
 
 impl Default for Options {
@@ -40,8 +43,21 @@ impl Default for Options {
             context: None,
             width: 120,
             color: false,
+            max_rows: None,
         }
     }
+}
+
+/// Rows `heddle show` and the HTML report draw at most (without `--all`).
+pub const MAX_ROWS: usize = 400;
+
+/// What a diagram left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Elided {
+    /// Rows left out (by `context` or `max_rows`).
+    pub rows: usize,
+    /// Threads drawn in the shared `others` column, not in their own.
+    pub merged_threads: usize,
 }
 
 /// A row of the diagram.
@@ -51,18 +67,41 @@ enum Row {
     /// (`lock X`, one access, `unlock X` of one thread in a row) shown as
     /// `access under X` at the access's line.
     Groups(Vec<usize>),
-    /// Rows left out by `context`.
+    /// Rows left out by `context` or `max_rows`.
     Elided(usize),
+    /// A stretch of the run the timeline left out (index into
+    /// [`Timeline::gaps`]).
+    Gap(usize),
 }
 
 /// The rows to draw. Groups with nothing to say are left out (their steps
 /// are folded into the rows around them); library-only ones too unless
 /// `all`.
 fn rows(tl: &Timeline, all: bool) -> Vec<Row> {
-    let shown: Vec<usize> = (0..tl.groups.len())
-        .filter(|&g| all || tl.groups[g].interesting)
-        .collect();
     let mut out = Vec::new();
+    let mut gaps = tl.gaps.iter().enumerate().peekable();
+    let mut start = 0;
+    for gi in 0..=tl.groups.len() {
+        let at = tl
+            .groups
+            .get(gi)
+            .map_or(tl.events.len(), |g| g.events.start);
+        if gi < tl.groups.len() && gaps.peek().is_none_or(|(_, g)| g.before != at) {
+            continue;
+        }
+        // The groups before the gap (or the end).
+        rows_of(tl, all, start..gi, &mut out);
+        start = gi;
+        while let Some((k, _)) = gaps.next_if(|(_, g)| g.before == at) {
+            out.push(Row::Gap(k));
+        }
+    }
+    out
+}
+
+/// The rows of the groups `range` (no gap among them).
+fn rows_of(tl: &Timeline, all: bool, range: std::ops::Range<usize>, out: &mut Vec<Row>) {
+    let shown: Vec<usize> = range.filter(|&g| all || tl.groups[g].interesting).collect();
     let mut i = 0;
     while i < shown.len() {
         if !all && i + 2 < shown.len() {
@@ -92,41 +131,150 @@ fn rows(tl: &Timeline, all: bool) -> Vec<Row> {
         out.push(Row::Groups(vec![shown[i]]));
         i += 1;
     }
-    out
 }
 
-fn marked(tl: &Timeline, r: &Row) -> bool {
+/// Whether a row carries a mark (`important`: one that explains the
+/// verdict, not a preemption).
+fn marked(tl: &Timeline, r: &Row, important: bool) -> bool {
     match r {
-        Row::Groups(g) => g.iter().any(|&g| !tl.groups[g].marks.is_empty()),
+        Row::Groups(g) => g.iter().any(|&g| {
+            tl.groups[g]
+                .marks
+                .iter()
+                .any(|m| !important || *m != Mark::Preempt)
+        }),
         _ => false,
     }
 }
 
-/// Applies `context`: rows further than `n` rows from every marked row are
-/// replaced by one [`Row::Elided`] per run.
-fn with_context(tl: &Timeline, rows: Vec<Row>, n: usize) -> Vec<Row> {
-    let marks: Vec<usize> = (0..rows.len()).filter(|&i| marked(tl, &rows[i])).collect();
+/// Applies `context`: rows further than `n` rows from every marked row
+/// (`important`: every row with a mark that explains the verdict) are
+/// replaced by one [`Row::Elided`] per run; gaps stay.
+fn with_context(tl: &Timeline, rows: Vec<Row>, n: usize, important: bool) -> Vec<Row> {
+    let marks: Vec<usize> = (0..rows.len())
+        .filter(|&i| marked(tl, &rows[i], important))
+        .collect();
     if marks.is_empty() {
         return rows;
     }
-    let keep = |i: usize| marks.iter().any(|&m| i.abs_diff(m) <= n);
+    // Distance to the nearest mark, in one pass each way.
+    let mut near = vec![usize::MAX; rows.len()];
+    for &m in &marks {
+        near[m] = 0;
+    }
+    for i in 1..rows.len() {
+        near[i] = near[i].min(near[i - 1].saturating_add(1));
+    }
+    for i in (0..rows.len().saturating_sub(1)).rev() {
+        near[i] = near[i].min(near[i + 1].saturating_add(1));
+    }
     let mut out = Vec::new();
     let mut skipped = 0;
     for (i, r) in rows.into_iter().enumerate() {
-        if keep(i) {
+        if near[i] <= n || matches!(r, Row::Gap(_)) {
             if skipped > 0 {
                 out.push(Row::Elided(skipped));
                 skipped = 0;
             }
             out.push(r);
         } else {
-            skipped += 1;
+            skipped += match r {
+                Row::Elided(k) => k,
+                _ => 1,
+            };
         }
     }
     if skipped > 0 {
         out.push(Row::Elided(skipped));
     }
     out
+}
+
+/// Rows drawn (not gaps or left-out rows).
+fn drawn(rows: &[Row]) -> usize {
+    rows.iter().filter(|r| matches!(r, Row::Groups(_))).count()
+}
+
+/// Cuts `rows` to at most `max` drawn rows: those nearest the marks that
+/// explain the verdict, then, when these are still too many, the last.
+fn capped(tl: &Timeline, rows: Vec<Row>, max: usize) -> Vec<Row> {
+    if drawn(&rows) <= max {
+        return rows;
+    }
+    let mut rows = rows;
+    for n in [8, 4, 2, 1, 0] {
+        rows = with_context(tl, rows, n, true);
+        if drawn(&rows) <= max {
+            return rows;
+        }
+    }
+    // The last `max` rows.
+    let mut out = Vec::new();
+    let mut left = max;
+    let mut skipped = 0;
+    for r in rows.into_iter().rev() {
+        match r {
+            Row::Groups(_) if left > 0 => {
+                left -= 1;
+                out.push(r);
+            }
+            Row::Gap(_) if left > 0 => out.push(r),
+            Row::Elided(k) => skipped += k,
+            _ => skipped += 1,
+        }
+    }
+    if skipped > 0 {
+        out.push(Row::Elided(skipped));
+    }
+    out.reverse();
+    out
+}
+
+/// `1234567` → `1,234,567`.
+pub fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Threads as ranges of tids: `T1–T5, T7, T9–T64`.
+pub fn tid_ranges(tids: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < tids.len() {
+        let mut j = i;
+        while j + 1 < tids.len() && tids[j + 1] == tids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            format!("T{}", tids[i])
+        } else {
+            format!("T{}–T{}", tids[i], tids[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// What a gap row says: `… 1,234,567 steps (12–1,234,578) of T1–T64 left out …`.
+pub fn gap_text(g: &super::timeline::Gap) -> String {
+    format!(
+        "… {} steps ({}–{}) of {} left out …",
+        grouped(g.steps()),
+        grouped(g.first_step),
+        grouped(g.last_step),
+        if g.threads.len() == 1 {
+            format!("T{}", g.threads[0])
+        } else {
+            format!("{} threads ({})", g.threads.len(), tid_ranges(&g.threads))
+        }
+    )
 }
 
 /// Display width (every character heddle puts in a diagram is one column).
@@ -216,35 +364,80 @@ fn where_of(tl: &Timeline, groups: &[usize]) -> (String, String) {
     }
 }
 
-/// Draws the diagram of `tl` (the table, then the notes and the verdict).
-pub fn render(tl: &Timeline, opts: &Options) -> String {
+/// The threads that explain the verdict, most first: the failing thread,
+/// those of rows with marks other than preemptions (by mark), those the
+/// verdict names.
+fn focus_threads(tl: &Timeline, rows: &[Row]) -> Vec<u32> {
+    let mut ranked: Vec<(u8, u32)> = Vec::new();
+    if let Some(f) = tl.failing {
+        ranked.push((0, tl.groups[f].tid));
+    }
+    for r in rows {
+        if let Row::Groups(gs) = r {
+            for &g in gs {
+                let g = &tl.groups[g];
+                if let Some(rank) = g.marks.iter().map(|m| m.rank()).min() {
+                    if rank < Mark::Preempt.rank() {
+                        ranked.push((rank, g.tid));
+                    }
+                }
+            }
+        }
+    }
+    use crate::verdict::Verdict;
+    if let Verdict::Deadlock { threads } = &tl.verdict {
+        ranked.extend(threads.iter().map(|t| (1, t.tid)));
+    }
+    for x in &tl.races {
+        ranked.extend([(3, x.first.tid), (3, x.second.tid)]);
+    }
+    ranked.sort();
+    let mut out: Vec<u32> = Vec::new();
+    for (_, t) in ranked {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Draws the diagram of `tl`, and says what it left out. Threads that do
+/// not fit in `opts.width` share one last column (`+N others`), whose cells
+/// name their thread; the threads that explain the verdict and then those
+/// with the most rows get columns of their own.
+pub fn render_elided(tl: &Timeline, opts: &Options) -> (String, Elided) {
     let paint = Paint { on: opts.color };
     let mut rows = rows(tl, opts.all);
+    let total_rows = drawn(&rows);
     if let Some(n) = opts.context {
-        rows = with_context(tl, rows, n);
+        rows = with_context(tl, rows, n, false);
     }
-    // Which threads appear at all.
-    let tids: Vec<u32> = tl
-        .threads
-        .iter()
-        .map(|t| t.tid)
-        .filter(|&t| {
-            rows.iter().any(|r| match r {
-                Row::Groups(g) => tl.groups[g[0]].tid == t,
-                Row::Elided(_) => false,
-            })
-        })
-        .collect();
-    let col_of = |t: u32| tids.iter().position(|&x| x == t);
+    if let Some(m) = opts.max_rows {
+        rows = capped(tl, rows, m);
+    }
+    let mut elided = Elided {
+        rows: total_rows - drawn(&rows),
+        merged_threads: 0,
+    };
+    // Which threads appear at all, with their number of rows.
+    let mut row_count: std::collections::BTreeMap<u32, usize> = Default::default();
+    for r in &rows {
+        if let Row::Groups(g) = r {
+            *row_count.entry(tl.groups[g[0]].tid).or_default() += 1;
+        }
+    }
+    let present: Vec<u32> = row_count.keys().copied().collect();
     // Cell texts.
     struct Line {
         marks: Vec<Mark>,
         step: String,
-        col: Option<usize>,
+        tid: Option<u32>,
         cell: String,
         at: String,
         source: String,
         dim: bool,
+        /// Spans the table (a gap).
+        wide: bool,
     }
     let mut lines: Vec<Line> = Vec::new();
     for r in &rows {
@@ -272,21 +465,33 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
                 lines.push(Line {
                     marks: marker(&groups),
                     step: tl.groups[main].first_step.to_string(),
-                    col: col_of(g.tid),
+                    tid: Some(g.tid),
                     cell,
                     at,
                     source,
                     dim: false,
+                    wide: false,
                 });
             }
             Row::Elided(k) => lines.push(Line {
                 marks: Vec::new(),
                 step: "⋮".into(),
-                col: None,
+                tid: None,
                 cell: format!("({k} rows)"),
                 at: String::new(),
                 source: String::new(),
                 dim: true,
+                wide: false,
+            }),
+            Row::Gap(k) => lines.push(Line {
+                marks: Vec::new(),
+                step: "⋮".into(),
+                tid: None,
+                cell: gap_text(&tl.gaps[*k]),
+                at: String::new(),
+                source: String::new(),
+                dim: true,
+                wide: true,
             }),
         }
     }
@@ -298,40 +503,128 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
         .unwrap_or(1)
         .max(4);
     let at_w = lines.iter().map(|l| width(&l.at)).max().unwrap_or(0).max(5);
-    let mut col_w: Vec<usize> = tids
-        .iter()
-        .enumerate()
-        .map(|(c, &t)| {
-            let head = width(&tl.label(t));
-            let cells = lines
-                .iter()
-                .filter(|l| l.col == Some(c))
-                .map(|l| width(&l.cell))
-                .max()
-                .unwrap_or(0);
-            head.max(cells).clamp(6, 34)
-        })
-        .collect();
+    let natural = |t: u32| {
+        let head = width(&tl.label(t));
+        let cells = lines
+            .iter()
+            .filter(|l| l.tid == Some(t) && !l.wide)
+            .map(|l| width(&l.cell))
+            .max()
+            .unwrap_or(0);
+        head.max(cells).clamp(6, 34)
+    };
+    let src_natural = lines.iter().map(|l| width(&l.source)).max().unwrap_or(0);
+    let src_target = src_natural.min(16);
+    // marks, step, the thread columns and `where`, with their separators.
+    let fixed = |ncol: usize| 2 + 1 + step_w + 3 + 3 * (ncol.max(1) - 1) + 3 + at_w + 2;
+    // Every thread has a column when the columns fit narrowed to 10 (as
+    // far as the narrowing below goes).
+    let fits = |widths: &[usize]| {
+        fixed(widths.len()) + widths.iter().map(|&w| w.min(10)).sum::<usize>() <= opts.width
+    };
+    let all_widths: Vec<usize> = present.iter().map(|&t| natural(t)).collect();
+    let (tids, others): (Vec<u32>, Vec<u32>) = if fits(&all_widths) {
+        (present.clone(), Vec::new())
+    } else {
+        // Own columns for the threads that explain the verdict, then the
+        // busiest, while they and the `others` column fit.
+        let mut order: Vec<u32> = focus_threads(tl, &rows)
+            .into_iter()
+            .filter(|t| row_count.contains_key(t))
+            .collect();
+        let mut busy: Vec<u32> = present
+            .iter()
+            .copied()
+            .filter(|t| !order.contains(t))
+            .collect();
+        busy.sort_by_key(|t| (std::cmp::Reverse(row_count[t]), *t));
+        order.extend(busy);
+        // Columns of their own keep up to 18 columns of their text, the
+        // `others` column (whose cells name their thread) 26.
+        let fits_merged = |widths: &[usize]| {
+            fixed(widths.len() + 1)
+                + widths.iter().map(|&w| w.min(18)).sum::<usize>()
+                + 26
+                + src_target
+                <= opts.width
+        };
+        let mut own: Vec<u32> = Vec::new();
+        for &t in &order {
+            let mut w: Vec<usize> = own.iter().map(|&x| natural(x)).collect();
+            w.push(natural(t));
+            if own.is_empty() || fits_merged(&w) {
+                own.push(t);
+            } else {
+                break;
+            }
+        }
+        if own.len() + 1 >= present.len() {
+            // One column for the rest saves nothing.
+            own = present.clone();
+        }
+        own.sort_unstable();
+        let others = present
+            .iter()
+            .copied()
+            .filter(|t| !own.contains(t))
+            .collect();
+        (own, others)
+    };
+    elided.merged_threads = others.len();
+    let others_col = tids.len();
+    let col_of = |t: u32| match tids.iter().position(|&x| x == t) {
+        Some(c) => Some(c),
+        None => Some(others_col),
+    };
+    let others_head = format!(
+        "+{} other{}",
+        others.len(),
+        if others.len() == 1 { "" } else { "s" }
+    );
+    let mut col_w: Vec<usize> = tids.iter().map(|&t| natural(t)).collect();
+    // Cells of the `others` column name their thread.
+    for l in lines.iter_mut() {
+        if let Some(t) = l.tid {
+            if !tids.contains(&t) {
+                l.cell = format!("T{t}: {}", l.cell);
+            }
+        }
+    }
+    if !others.is_empty() {
+        let cells = lines
+            .iter()
+            .filter(|l| l.tid.is_some_and(|t| !tids.contains(&t)))
+            .map(|l| width(&l.cell))
+            .max()
+            .unwrap_or(0);
+        col_w.push(width(&others_head).max(cells).clamp(6, 34));
+    }
+    // Merged, the narrowing below stops at these widths: 18 for columns of
+    // their own, 26 for `others`.
+    let floor: Vec<usize> = if others.is_empty() {
+        vec![10; col_w.len()]
+    } else {
+        let mut f: Vec<usize> = col_w.iter().map(|&w| w.min(18)).collect();
+        if let Some(last) = f.last_mut() {
+            *last = col_w[col_w.len() - 1].min(26);
+        }
+        f
+    };
     if col_w.is_empty() {
         col_w.push(6);
     }
     let ncol = col_w.len();
-    // marks, step, the thread columns and `where`, with their separators.
-    let fixed = 2 + 1 + step_w + 3 + 3 * (ncol - 1) + 3 + at_w + 2;
-    let avail = opts.width.saturating_sub(fixed);
-    let src_natural = lines.iter().map(|l| width(&l.source)).max().unwrap_or(0);
-    let src_target = src_natural.min(16);
+    let avail = opts.width.saturating_sub(fixed(ncol));
     // Narrow the widest thread columns until the source gets its share.
     while col_w.iter().sum::<usize>() + src_target > avail {
-        let (i, w) = col_w
+        let Some((i, _)) = col_w
             .iter()
             .enumerate()
+            .filter(|(i, w)| **w > floor.get(*i).copied().unwrap_or(10))
             .max_by_key(|(i, w)| (**w, usize::MAX - i))
-            .map(|(i, w)| (i, *w))
-            .unwrap_or((0, 0));
-        if w <= 10 {
+        else {
             break;
-        }
+        };
         col_w[i] -= 1;
     }
     let src_w = avail.saturating_sub(col_w.iter().sum::<usize>());
@@ -341,6 +634,9 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
     let mut head = format!("{} {} │", "  ", pad_left("step", step_w));
     for (c, &t) in tids.iter().enumerate() {
         let _ = write!(head, " {} │", pad(&tl.label(t), col_w[c]));
+    }
+    if !others.is_empty() {
+        let _ = write!(head, " {} │", pad(&others_head, col_w[others_col]));
     }
     head.push_str(" where");
     out.push_str(&paint.wrap("1", head.trim_end()));
@@ -355,6 +651,8 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
     rule.push_str(&"─".repeat(rest.min(opts.width.saturating_sub(width(&rule)))));
     out.push_str(&rule);
     out.push('\n');
+    // The width of the table up to `where`.
+    let table_w = 2 + 1 + step_w + 2 + col_w.iter().map(|w| w + 3).sum::<usize>();
     for l in &lines {
         let mut m = String::new();
         for k in &l.marks {
@@ -366,15 +664,23 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
             " ".repeat(2 - mlen),
             pad_left(&l.step, step_w)
         );
+        if l.wide {
+            let room = opts.width.max(table_w).saturating_sub(width(&s) + 1);
+            let _ = write!(s, " {}", paint.wrap("2", &fit(&l.cell, room)));
+            out.push_str(s.trim_end());
+            out.push('\n');
+            continue;
+        }
+        let col = l.tid.and_then(col_of);
         for (c, w) in col_w.iter().enumerate() {
-            let cell = if l.col == Some(c) || (l.col.is_none() && c == 0) {
+            let cell = if col == Some(c) || (col.is_none() && c == 0) {
                 pad(&l.cell, *w)
             } else {
                 " ".repeat(*w)
             };
             let cell = if l.dim { paint.wrap("2", &cell) } else { cell };
             let cell = match l.marks.first() {
-                Some(k) if l.col == Some(c) && !l.dim => paint.mark(*k, &cell),
+                Some(k) if col == Some(c) && !l.dim => paint.mark(*k, &cell),
                 _ => cell,
             };
             let _ = write!(s, " {cell} │");
@@ -388,7 +694,7 @@ pub fn render(tl: &Timeline, opts: &Options) -> String {
         out.push_str(s.trim_end());
         out.push('\n');
     }
-    out
+    (out, elided)
 }
 
 fn pad_left(s: &str, w: usize) -> String {
@@ -467,5 +773,15 @@ mod tests {
             wrap_line("one two three four five six seven", 20, 2),
             "one two three four\n  five six seven"
         );
+    }
+
+    #[test]
+    fn numbers_and_thread_sets_read_short() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1234567), "1,234,567");
+        assert_eq!(tid_ranges(&[1, 2, 3, 5, 7, 8]), "T1–T3, T5, T7–T8");
+        assert_eq!(tid_ranges(&[]), "");
     }
 }

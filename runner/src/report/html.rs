@@ -191,11 +191,38 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
-/// The whole page. `text` is the text diagram shown under the timeline.
-pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
+/// Event boxes a page draws at most.
+pub const MAX_BOXES: usize = 2000;
+
+/// The groups drawn as boxes: the interesting ones and the failing one; of
+/// more than `max`, those with marks that explain the verdict and then the
+/// latest.
+fn boxes(tl: &Timeline, max: usize) -> Vec<usize> {
     let shown: Vec<usize> = (0..tl.groups.len())
         .filter(|&g| tl.groups[g].interesting || tl.failing == Some(g))
         .collect();
+    if shown.len() <= max {
+        return shown;
+    }
+    let key = |g: usize| {
+        tl.groups[g]
+            .marks
+            .iter()
+            .filter(|m| **m != super::timeline::Mark::Preempt)
+            .map(|m| m.rank())
+            .min()
+            .unwrap_or(u8::MAX)
+    };
+    let mut by_rank: Vec<usize> = shown.clone();
+    by_rank.sort_by_key(|&g| (key(g), std::cmp::Reverse(g)));
+    by_rank.truncate(max);
+    by_rank.sort_unstable();
+    by_rank
+}
+
+/// The whole page. `text` is the text diagram shown under the timeline.
+pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
+    let shown = boxes(tl, MAX_BOXES);
     let data = Data {
         title: info.title(),
         verdict: tl.verdict.summary(),
@@ -269,13 +296,41 @@ pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
         h.push_str("</ul>\n");
         h
     };
+    let interesting = (0..tl.groups.len())
+        .filter(|&g| tl.groups[g].interesting || tl.failing == Some(g))
+        .count();
+    let elided = if tl.gaps.is_empty() && interesting == shown.len() {
+        String::new()
+    } else {
+        let steps: u64 = tl.gap_steps();
+        let mut parts: Vec<String> = Vec::new();
+        if !tl.gaps.is_empty() {
+            parts.push(format!(
+                "{} steps in {} stretch{} (only the steps around the marks that explain the verdict and the last ones are kept)",
+                diagram::grouped(steps),
+                tl.gaps.len(),
+                if tl.gaps.len() == 1 { "" } else { "es" }
+            ));
+        }
+        if interesting > shown.len() {
+            parts.push(format!(
+                "{} of {} events worth drawing (those far from the marks)",
+                diagram::grouped((interesting - shown.len()) as u64),
+                diagram::grouped(interesting as u64)
+            ));
+        }
+        format!(
+            "<p id=\"elided\" class=\"elided\">Left out of this long run: {}. <code>heddle show FILE --context N</code> shows more around each mark, <code>--all</code> every step.</p>\n",
+            escape(&parts.join("; "))
+        )
+    };
     let replay = info
         .replay_command
         .as_deref()
         .map(|c| format!("<p>Replay: <code id=\"replay\">{}</code></p>", escape(c)))
         .unwrap_or_default();
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>heddle: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n<div class=\"verdict{cls}\" id=\"verdict\"><b>{kind}</b>: {verdict}</div>\n{replay}<p>Signature: <code>{sig}</code></p>\n<h2>Timeline</h2>\n<p>One lane per thread, in step order; hover or click an event for its source line and stack.</p>\n<div id=\"timeline\"></div>\n<div id=\"detail\">(hover an event)</div>\n<ul id=\"notes\">{notes}</ul>\n{races}<h2>Configuration</h2>\n<table class=\"config\">{config}</table>\n<details><summary>Text diagram</summary><pre id=\"diagram\">{text}</pre></details>\n<script type=\"application/json\" id=\"heddle-data\">{json}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>heddle: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n<div class=\"verdict{cls}\" id=\"verdict\"><b>{kind}</b>: {verdict}</div>\n{replay}<p>Signature: <code>{sig}</code></p>\n<h2>Timeline</h2>\n<p>One lane per thread, in step order; hover or click an event for its source line and stack.</p>\n<div id=\"timeline\"></div>\n<div id=\"detail\">(hover an event)</div>\n{elided}<ul id=\"notes\">{notes}</ul>\n{races}<h2>Configuration</h2>\n<table class=\"config\">{config}</table>\n<details><summary>Text diagram</summary><pre id=\"diagram\">{text}</pre></details>\n<script type=\"application/json\" id=\"heddle-data\">{json}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape(&info.title()),
         cls = if pass { " pass" } else { "" },
         kind = escape(tl.verdict.kind()),
@@ -290,6 +345,7 @@ pub fn render(tl: &Timeline, info: &RunInfo, text: &str) -> String {
 pub fn page(tl: &Timeline, info: &RunInfo, src: &mut SourceCache) -> String {
     let opts = diagram::Options {
         width: 160,
+        max_rows: Some(diagram::MAX_ROWS),
         ..diagram::Options::default()
     };
     let text = super::show_text(tl, info, &opts, src);

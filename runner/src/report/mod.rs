@@ -132,7 +132,8 @@ pub fn record(program: &Program, cfg: &RunConfig) -> Result<RunResult> {
 pub fn races_text(tl: &Timeline, all: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "data races ({}):", tl.races.len());
-    for r in &tl.races {
+    let shown = if all { tl.races.len() } else { MAX_RACES };
+    for r in tl.races.iter().take(shown) {
         let _ = writeln!(out, "  ≠ {}", r.summary());
         for (which, a) in [("first", &r.first), ("second", &r.second)] {
             let rw = if a.write { "write" } else { "read" };
@@ -148,7 +149,72 @@ pub fn races_text(tl: &Timeline, all: bool) -> String {
             );
         }
     }
+    if tl.races.len() > shown {
+        let _ = writeln!(
+            out,
+            "  … and {} more (--all lists every one)",
+            tl.races.len() - shown
+        );
+    }
     out
+}
+
+/// Lines of notes under the diagram (without `--all`).
+const MAX_NOTE_LINES: usize = 60;
+
+/// Data races `heddle show` lists (without `--all`).
+const MAX_RACES: usize = 20;
+
+/// Lines of the verdict `heddle show` prints (without `--all`): a hang of
+/// hundreds of threads names each.
+const MAX_VERDICT_LINES: usize = 8;
+
+/// `text` cut to its first `max` lines, with a last line saying so.
+fn first_lines(text: &str, max: usize, what: &str) -> String {
+    let n = text.lines().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let mut out: Vec<&str> = text.lines().take(max).collect();
+    let more = format!("  … {} more lines of {what}", n - max);
+    out.push(&more);
+    out.join("\n")
+}
+
+/// What a report left out, in a few lines: the steps of the gaps, the rows
+/// and the threads merged into one column, and how to see more.
+pub fn elision_note(tl: &Timeline, elided: &diagram::Elided, width: usize) -> String {
+    if tl.gaps.is_empty() && elided.rows == 0 && elided.merged_threads == 0 {
+        return String::new();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    if !tl.gaps.is_empty() {
+        let steps: u64 = tl.gap_steps();
+        parts.push(format!(
+            "{} of the run's steps in {} stretch{} (only the steps around the marks that explain the verdict and the last ones are kept)",
+            diagram::grouped(steps),
+            tl.gaps.len(),
+            if tl.gaps.len() == 1 { "" } else { "es" }
+        ));
+    }
+    if elided.rows > 0 {
+        parts.push(format!(
+            "{} row{} far from the marks",
+            diagram::grouped(elided.rows as u64),
+            if elided.rows == 1 { "" } else { "s" }
+        ));
+    }
+    if elided.merged_threads > 0 {
+        parts.push(format!(
+            "the columns of {} threads (drawn in the `+{} others` column, each cell naming its thread)",
+            elided.merged_threads, elided.merged_threads
+        ));
+    }
+    let line = format!(
+        "left out: {}. To see more: --context N (N rows around each mark), --width W (more columns), --all (every step; long on a long run).",
+        parts.join("; ")
+    );
+    diagram::wrap_line(&line, width, 2)
 }
 
 /// Records the run `cfg` of `program` with events and stacks and writes its
@@ -177,7 +243,7 @@ pub fn write_html(
         result: &r,
         source_dirs: dirs.clone(),
     };
-    let tl = Timeline::build(&input, false);
+    let tl = Timeline::build_in(&input, false, &timeline::Scope::default());
     let mut info = RunInfo::new(source, cfg, &r);
     info.replay_command = Some(replay_command);
     info.config.insert(
@@ -219,14 +285,27 @@ pub fn replay_recorded(rp: &crate::reproduce::Replay) -> Result<Replayed> {
     })
 }
 
-/// The timeline of a replayed run (`all`: library steps too).
+/// The timeline of a replayed run (`all`: library steps too, and every
+/// step of a long run; else a long run keeps the steps the default
+/// [`timeline::Scope`] keeps).
 pub fn timeline_of(rp: &crate::reproduce::Replay, r: &RunResult, all: bool) -> Timeline {
+    timeline_in(rp, r, all, &timeline::Scope::default())
+}
+
+/// The timeline of a replayed run, keeping what `scope` keeps of a long
+/// run (`all`: every step, library steps too).
+pub fn timeline_in(
+    rp: &crate::reproduce::Replay,
+    r: &RunResult,
+    all: bool,
+    scope: &timeline::Scope,
+) -> Timeline {
     let input = timeline::Input {
         program: &rp.program,
         result: r,
         source_dirs: source_dirs(&rp.file.module.source),
     };
-    Timeline::build(&input, all)
+    Timeline::build_in(&input, all, scope)
 }
 
 /// Directories where a report looks for sources: the target's own.
@@ -249,21 +328,34 @@ pub fn show_text(
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", info.title());
-    let _ = writeln!(
-        out,
-        "{}",
-        diagram::wrap_line(&format!("verdict: {}", tl.verdict.summary()), opts.width, 2)
-    );
+    let verdict = diagram::wrap_line(&format!("verdict: {}", tl.verdict.summary()), opts.width, 2);
+    let verdict = if opts.all {
+        verdict
+    } else {
+        first_lines(&verdict, MAX_VERDICT_LINES, "the verdict")
+    };
+    let _ = writeln!(out, "{verdict}");
     out.push('\n');
-    out.push_str(&diagram::render(tl, opts));
+    let (table, elided) = diagram::render_elided(tl, opts);
+    out.push_str(&table);
+    let note = elision_note(tl, &elided, opts.width);
+    if !note.is_empty() {
+        let _ = writeln!(out, "\n{note}");
+    }
     let legend = diagram::legend(tl);
     if !legend.is_empty() {
         let _ = writeln!(out, "\n{}", diagram::wrap_line(&legend, opts.width, 2));
     }
     let notes = diagram::render_notes(tl, opts.color, opts.width);
+    let notes = if opts.all {
+        notes
+    } else {
+        first_lines(&notes, MAX_NOTE_LINES, "notes (--all shows every one)")
+    };
     if !notes.is_empty() {
         out.push('\n');
-        out.push_str(&notes);
+        out.push_str(notes.trim_end_matches('\n'));
+        out.push('\n');
     }
     if let Some(f) = tl.failing {
         let g = &tl.groups[f];

@@ -241,8 +241,22 @@ fn result(f: &Finding, rule_index: usize) -> Value {
                 })
             })
             .collect();
+        let all_steps = tl
+            .groups
+            .iter()
+            .filter(|g| g.loc.is_some() && (g.interesting || !g.marks.is_empty()))
+            .count();
+        let mut message = "the interleaving that fails, one thread flow per thread; executionOrder is the order the steps ran in".to_string();
+        if !tl.gaps.is_empty() || all_steps > steps.len() {
+            let gap_steps: u64 = tl.gap_steps();
+            message.push_str(&format!(
+                " (a long run: {gap_steps} steps left out, and {} earlier steps worth showing; `heddle show` on the replay file draws more)",
+                all_steps - steps.len()
+            ));
+            r["properties"]["elidedSteps"] = json!(gap_steps);
+        }
         r["codeFlows"] = json!([{
-            "message": { "text": "the interleaving that fails, one thread flow per thread; executionOrder is the order the steps ran in" },
+            "message": { "text": message },
             "threadFlows": flows
         }]);
     }

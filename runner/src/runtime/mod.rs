@@ -269,8 +269,9 @@ pub struct RunResult {
     pub divergence: Option<Divergence>,
     /// With `record_choices`: one entry per decision.
     pub choice_points: Vec<state::ChoicePoint>,
-    /// With `event_stacks`: the symbolized stack of each event (innermost first).
-    pub event_stacks: Vec<Vec<Frame>>,
+    /// With `event_stacks`: the symbolized stack of each event (innermost
+    /// first). Events with the same raw stack share one symbolized stack.
+    pub event_stacks: Vec<Arc<[Frame]>>,
     /// With `observe`: the final value of each variable.
     pub observed: Vec<Observed>,
     /// Data races found (one per pair of sites), with `races` on.
@@ -580,6 +581,45 @@ impl Program {
                     out.extend(frames);
                 }
             }
+        }
+        out
+    }
+
+    /// Symbolizes the stacks of every recorded event, each distinct raw
+    /// stack once (a run of millions of steps has a few hundred distinct
+    /// stacks; symbolizing each event's stack on its own took minutes and
+    /// gigabytes).
+    fn symbolize_all(&self, raw: &[Vec<RawFrame>]) -> Vec<Arc<[Frame]>> {
+        use std::collections::HashMap;
+        use std::hash::{Hash, Hasher};
+        let hash = |s: &[RawFrame]| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for f in s {
+                (f.func, f.offset).hash(&mut h);
+            }
+            h.finish()
+        };
+        // An event with a raw stack, and that stack symbolized.
+        type Seen = (usize, Arc<[Frame]>);
+        // Per hash of a raw stack: those with that hash.
+        let mut seen: HashMap<u64, Vec<Seen>> = HashMap::new();
+        let mut out: Vec<Arc<[Frame]>> = Vec::with_capacity(raw.len());
+        for (i, s) in raw.iter().enumerate() {
+            if i > 0 && raw[i - 1] == *s {
+                let prev = out[i - 1].clone();
+                out.push(prev);
+                continue;
+            }
+            let bucket = seen.entry(hash(s)).or_default();
+            let sym = match bucket.iter().find(|(j, _)| raw[*j] == *s) {
+                Some((_, sym)) => sym.clone(),
+                None => {
+                    let sym: Arc<[Frame]> = self.symbolize(s).into();
+                    bucket.push((i, sym.clone()));
+                    sym
+                }
+            };
+            out.push(sym);
         }
         out
     }
@@ -947,10 +987,8 @@ impl Program {
                 races.push(report);
             }
         }
-        let event_stacks = std::mem::take(&mut st.event_stacks)
-            .iter()
-            .map(|s| self.symbolize(s))
-            .collect();
+        let event_stacks = self.symbolize_all(&st.event_stacks);
+        st.event_stacks.clear();
         Ok(RunResult {
             verdict,
             strategy,

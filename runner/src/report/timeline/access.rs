@@ -5,7 +5,7 @@
 
 use super::marks::{EventMarks, Failure, Run};
 use super::resolve::ThreadOrigins;
-use super::{format_value, Ev, Mark};
+use super::{format_value, Mark};
 use crate::instrument::SiteTable;
 use crate::model::{EventKind, Tid};
 use crate::runtime::RunResult;
@@ -62,14 +62,16 @@ impl Words {
         }
     }
 
-    /// Sets [`Ev::shared`] on every access that touches a shared word.
-    pub fn mark_shared(&self, events: &mut [Ev]) {
-        for ev in events.iter_mut() {
-            let e = ev.ev;
-            if e.kind.is_access() && e.len > 0 {
-                ev.shared = word_range(e.addr, e.len).any(|w| self.shared.contains(&w));
-            }
-        }
+    /// Per event of `r`: it is an access that touches a shared word.
+    pub fn shared_flags(&self, r: &RunResult) -> Vec<bool> {
+        r.events
+            .iter()
+            .map(|e| {
+                e.kind.is_access()
+                    && e.len > 0
+                    && word_range(e.addr, e.len).any(|w| self.shared.contains(&w))
+            })
+            .collect()
     }
 }
 
@@ -151,7 +153,7 @@ pub(super) fn mark_seen_writes(
     let mut writers: Vec<(usize, usize)> = Vec::new();
     for i in (0..f).rev() {
         let e = &r.events[i];
-        if e.tid != ft || !is_read(e.kind) || !run.events[i].shared {
+        if e.tid != ft || !is_read(e.kind) || !run.shared[i] {
             continue;
         }
         let ws: Vec<u32> = word_range(e.addr, e.len)
@@ -179,7 +181,7 @@ pub(super) fn mark_seen_writes(
     for (w, rd) in writers {
         marks.mark(w, Mark::Seen);
         marks.mark(rd, Mark::Saw);
-        let what = run.events[rd].var.as_deref().unwrap_or_default();
+        let what = run.var(rd);
         marks.notes.push((
             Mark::Seen,
             w,
@@ -206,7 +208,7 @@ pub(super) fn mark_lost_updates(run: &Run, words: &Words, marks: &mut EventMarks
         let mut last_write: Option<usize> = None;
         for &i in acc {
             let e = &r.events[i];
-            if run.events[i].lib || !words.data.contains(&(e.addr >> 2)) {
+            if run.lib[i] || !words.data.contains(&(e.addr >> 2)) {
                 continue;
             }
             if e.kind == EventKind::Write {
@@ -215,7 +217,7 @@ pub(super) fn mark_lost_updates(run: &Run, words: &Words, marks: &mut EventMarks
                     if other.tid != e.tid && w > rd && !marks.has(i, Mark::Overwrite) {
                         marks.mark(i, Mark::Overwrite);
                         marks.mark(rd, Mark::Stale);
-                        let what = run.events[i].var.as_deref().unwrap_or_default();
+                        let what = run.var(i);
                         marks.notes.push((
                             Mark::Overwrite,
                             i,

@@ -26,6 +26,7 @@ pub(super) fn group_events(events: &[Ev], marks: &EventMarks, all: bool) -> Vec<
         let mut j = i + 1;
         if !all {
             while j < n
+                && events[j].index == events[j - 1].index + 1
                 && events[j].ev.tid == tid
                 && line(j) == line(i)
                 && !marks.has(j, Mark::Preempt)

@@ -2,24 +2,29 @@
 //! the heap block of a memory error and the waits that blocked. The marks
 //! that come from comparing accesses are in [`access`](super::access).
 
-use super::{thread_label, Ev, Mark, ThreadInfo};
+use super::resolve::{var_of, Resolver};
+use super::{thread_label, Mark, ThreadInfo};
 use crate::instrument::{SiteKind, SiteTable};
 use crate::model::{EventKind, Tid};
 use crate::runtime::RunResult;
 use crate::verdict::Verdict;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What the marking steps read: the run with its resolved events and
-/// threads.
+/// What the marking steps read: the run, which of its events ran in
+/// library code and which touch shared words, and its threads.
 pub(super) struct Run<'a> {
     /// The run.
     pub r: &'a RunResult,
     /// The site table of its program.
     pub sites: &'a SiteTable,
-    /// Its events, resolved (one per event of `r`).
-    pub events: &'a [Ev],
+    /// Per event of `r`: it executed in library code.
+    pub lib: &'a [bool],
+    /// Per event of `r`: it touches a shared word.
+    pub shared: &'a [bool],
     /// Its threads.
     pub threads: &'a [ThreadInfo],
+    /// Where events happened (asked only for the few events notes name).
+    pub res: std::cell::RefCell<Resolver<'a>>,
 }
 
 impl Run<'_> {
@@ -30,10 +35,15 @@ impl Run<'_> {
 
     /// Where event `i` happened: `step 12 (race_bank.c:20)`.
     pub fn at(&self, i: usize) -> String {
-        match &self.events[i].loc {
+        match &self.res.borrow_mut().locate(i).0 {
             Some(l) => format!("step {} ({})", self.r.events[i].step, l.short()),
             None => format!("step {}", self.r.events[i].step),
         }
+    }
+
+    /// The variable event `i` touched (empty when none).
+    pub fn var(&self, i: usize) -> String {
+        var_of(&self.r.events[i], self.sites).unwrap_or_default()
     }
 
     /// The last event of thread `tid`.
@@ -58,6 +68,28 @@ impl EventMarks {
     /// Marks event `i` with `mark`.
     pub fn mark(&mut self, i: usize, mark: Mark) {
         self.marks.entry(i).or_default().insert(mark);
+    }
+
+    /// The marks and notes of the events `sparse` maps to an index (an
+    /// event left out maps to none: its marks and notes are dropped).
+    pub fn restricted(self, sparse: impl Fn(usize) -> Option<usize>) -> EventMarks {
+        EventMarks {
+            marks: self
+                .marks
+                .into_iter()
+                .filter_map(|(i, m)| Some((sparse(i)?, m)))
+                .collect(),
+            preempted_from: self
+                .preempted_from
+                .into_iter()
+                .filter_map(|(i, t)| Some((sparse(i)?, t)))
+                .collect(),
+            notes: self
+                .notes
+                .into_iter()
+                .filter_map(|(m, i, t)| Some((m, sparse(i)?, t)))
+                .collect(),
+        }
     }
 
     /// Whether event `i` has `mark`.

@@ -16,21 +16,25 @@
 //! - *group*: a maximal run of consecutive steps of one thread at one
 //!   user-code line (one row of a diagram).
 //!
-//! [`Timeline::build`] follows the data through these steps:
-//! 1. when and by whom each thread was created (`resolve`);
-//! 2. each event resolved: library or user code, user-code location and
-//!    function, variable, text (`resolve`);
-//! 3. the shared words, and which accesses touch them (`access`); joins
-//!    named by the thread they wait for, and each thread's name, entry
-//!    function and label (`resolve`);
-//! 4. the marks on events: preemptions, the failing step, blocked threads,
+//! [`Timeline::build_in`] follows the data through these steps:
+//! 1. when and by whom each thread was created, whether each event ran in
+//!    library code, and each thread's name, entry function and label
+//!    (`resolve`);
+//! 2. the shared words, and which accesses touch them (`access`);
+//! 3. the marks on events: preemptions, the failing step, blocked threads,
 //!    a memory error's block (`marks`); the conflicting accesses that
 //!    explain a failure: the writes the failing reads saw, lost updates,
 //!    data races (`access`); the waits that blocked (`marks`);
-//! 5. the events grouped into rows, where each thread's user code starts
+//! 4. the events to keep: all of a short run; of a long one (see
+//!    [`Scope`]), those around the marks that explain the verdict and the
+//!    last ones, the rest left out as [`Gap`]s. Steps 1–3 look at every
+//!    event but make no text; from here on only kept events count;
+//! 5. each kept event resolved: user-code location and function,
+//!    variable, text; joins named by the thread they wait for (`resolve`);
+//! 6. the events grouped into rows, where each thread's user code starts
 //!    and ends, and what each row says (`group`);
-//! 6. the source line of each row (the one use of [`super::source`]);
-//! 7. the notes, in row order (`group`).
+//! 7. the source line of each row (the one use of [`super::source`]);
+//! 8. the notes, in row order (`group`).
 
 mod access;
 mod group;
@@ -46,7 +50,9 @@ use crate::trace::Event;
 use crate::verdict::Verdict;
 use marks::{EventMarks, Failure, Run};
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a report is made from.
 pub struct Input<'a> {
@@ -76,6 +82,8 @@ pub struct ThreadInfo {
 pub struct Ev {
     /// The event as the run recorded it.
     pub ev: Event,
+    /// Its index among the run's events.
+    pub index: usize,
     /// Executed in library code (see the module documentation).
     pub lib: bool,
     /// The user-code location it belongs to.
@@ -89,7 +97,7 @@ pub struct Ev {
     /// Touches a shared word.
     pub shared: bool,
     /// Symbolized stack, innermost first (empty without event stacks).
-    pub stack: Vec<Frame>,
+    pub stack: Arc<[Frame]>,
     /// `R balance = 0`, `lock account_lock`, `spawn T1`, …
     pub text: String,
 }
@@ -131,6 +139,19 @@ impl Mark {
             Mark::Block => "†",
             Mark::Blocked => "■",
             Mark::Fail => "✗",
+        }
+    }
+
+    /// How much it explains the verdict (0 most): a long run keeps the
+    /// events around the marks that explain most.
+    pub fn rank(self) -> u8 {
+        match self {
+            Mark::Fail => 0,
+            Mark::Blocked => 1,
+            Mark::Seen | Mark::Saw => 2,
+            Mark::Race | Mark::Block => 3,
+            Mark::Overwrite | Mark::Stale => 4,
+            Mark::Preempt => 5,
         }
     }
 
@@ -209,6 +230,132 @@ pub struct Timeline {
     /// The data races of the run: those it reported and, with
     /// `--races fail`, the one that is its verdict.
     pub races: Vec<crate::verdict::RaceReport>,
+    /// The stretches of a long run left out (see [`Scope`]), in step order.
+    pub gaps: Vec<Gap>,
+}
+
+/// How much of a run a timeline keeps. A long run keeps only the events
+/// around the steps that explain its verdict (the failing step, the writes
+/// it saw, lost updates, data races, blocked threads, a memory error's
+/// block) and its last events; what lies between is a [`Gap`].
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// Runs of at most this many events are kept whole.
+    pub whole: usize,
+    /// Events kept on each side of a step that explains the verdict.
+    pub around: usize,
+    /// Events kept at the end of the run.
+    pub tail: usize,
+    /// Most steps that explain the verdict to keep events around (the
+    /// failing step and blocked threads first, then the latest).
+    pub focus: usize,
+}
+
+impl Scope {
+    /// Every event.
+    pub const WHOLE: Scope = Scope {
+        whole: usize::MAX,
+        around: 0,
+        tail: 0,
+        focus: 0,
+    };
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            whole: 20_000,
+            around: 60,
+            tail: 600,
+            focus: 256,
+        }
+    }
+}
+
+/// A stretch of a long run's events that the timeline leaves out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The first kept event after it (index into [`Timeline::events`];
+    /// their number when the gap ends the run).
+    pub before: usize,
+    /// The step of its first event.
+    pub first_step: u64,
+    /// The step of its last event.
+    pub last_step: u64,
+    /// How many events it has.
+    pub events: usize,
+    /// The threads that ran in it, in tid order.
+    pub threads: Vec<Tid>,
+}
+
+impl Gap {
+    /// The steps it spans.
+    pub fn steps(&self) -> u64 {
+        self.last_step.saturating_sub(self.first_step) + 1
+    }
+}
+
+/// The ranges of events to keep: every event of a short run (or with
+/// `scope.whole` large enough); else the events around the focus events
+/// (at most `scope.focus` of them, in order of importance, then the
+/// latest) and the last ones. Sorted, not overlapping, not adjacent.
+fn kept_ranges(n: usize, scope: &Scope, focus: &[(u8, usize)]) -> Vec<Range<usize>> {
+    if n <= scope.whole {
+        #[allow(clippy::single_range_in_vec_init)]
+        return if n == 0 { Vec::new() } else { vec![0..n] };
+    }
+    let mut focus = focus.to_vec();
+    // Most important first, then the latest.
+    focus.sort_by_key(|&(rank, i)| (rank, std::cmp::Reverse(i)));
+    focus.truncate(scope.focus);
+    let mut wanted: Vec<Range<usize>> = focus
+        .iter()
+        .map(|&(_, i)| i.saturating_sub(scope.around)..(i + scope.around + 1).min(n))
+        .collect();
+    wanted.push(n.saturating_sub(scope.tail)..n);
+    wanted.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for r in wanted {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The gaps between `keep` (ranges of the run's `events`), each placed
+/// before the kept event it precedes.
+fn gaps_of(events: &[Event], keep: &[Range<usize>], nthreads: usize) -> Vec<Gap> {
+    let mut out = Vec::new();
+    let mut kept_before = 0;
+    let mut from = 0;
+    let mut seen = vec![false; nthreads];
+    let mut gap = |a: usize, b: usize, before: usize, out: &mut Vec<Gap>| {
+        if a >= b {
+            return;
+        }
+        seen.iter_mut().for_each(|x| *x = false);
+        for e in &events[a..b] {
+            if let Some(s) = seen.get_mut(e.tid as usize) {
+                *s = true;
+            }
+        }
+        out.push(Gap {
+            before,
+            first_step: events[a].step,
+            last_step: events[b - 1].step,
+            events: b - a,
+            threads: (0..nthreads as Tid).filter(|&t| seen[t as usize]).collect(),
+        });
+    };
+    for k in keep {
+        gap(from, k.start, kept_before, &mut out);
+        kept_before += k.len();
+        from = k.end;
+    }
+    gap(from, events.len(), kept_before, &mut out);
+    out
 }
 
 /// Whether a source file belongs to a library.
@@ -291,25 +438,30 @@ fn read_sources(groups: &mut [Group], dirs: Vec<PathBuf>) {
 }
 
 impl Timeline {
-    /// Builds the model. With `all`, every event is its own group and
-    /// library events keep their own location.
-    pub fn build(input: &Input, all: bool) -> Timeline {
+    /// Builds the model of the events `scope` keeps (all of them with
+    /// `all`, every event its own group and library events keeping their
+    /// own location). Only kept events are described: the rest is looked
+    /// at only for what explains the verdict, and left out as [`Gap`]s.
+    pub fn build_in(input: &Input, all: bool, scope: &Scope) -> Timeline {
         let r = input.result;
         let sites = &input.program.sites;
+        let n = r.events.len();
 
-        // The threads and the events, resolved; which accesses are shared.
+        // The threads; where each event ran and which accesses are shared.
         let origins = resolve::ThreadOrigins::of(r);
-        let mut events = resolve::resolve_events(r, sites, all);
+        let mut res = resolve::Resolver::new(r, sites, all);
+        let lib = resolve::library_flags(&mut res);
         let words = access::Words::of(r, sites, &origins);
-        words.mark_shared(&mut events);
-        resolve::name_join_targets(&r.thread_handles, &mut events);
-        let threads = resolve::threads(r, origins.count(), &events);
+        let shared = words.shared_flags(r);
+        let threads = resolve::threads(r, origins.count());
 
         let run = Run {
             r,
             sites,
-            events: &events,
+            lib: &lib,
+            shared: &shared,
             threads: &threads,
+            res: std::cell::RefCell::new(resolve::Resolver::new(r, sites, all)),
         };
         // What explains the verdict, marked on events.
         let failure = Failure::of(&run);
@@ -321,6 +473,34 @@ impl Timeline {
         access::mark_lost_updates(&run, &words, &mut marks);
         access::mark_races(&run, &mut marks);
         let blocking = marks::blocking_waits(r);
+        drop(run);
+
+        // The events kept, resolved.
+        let focus: Vec<(u8, usize)> = marks
+            .marks
+            .iter()
+            .filter_map(|(&i, m)| {
+                let rank = m.iter().map(|m| m.rank()).min()?;
+                (rank < Mark::Preempt.rank()).then_some((rank, i))
+            })
+            .collect();
+        let scope = if all { &Scope::WHOLE } else { scope };
+        let keep = kept_ranges(n, scope, &focus);
+        let mut events = resolve::resolve_events(&mut res, &keep, &lib, &shared);
+        drop(lib);
+        drop(shared);
+        resolve::name_join_targets(&r.thread_handles, &mut events);
+        let gaps = gaps_of(&r.events, &keep, origins.count());
+        let (marks, blocking, failing_event) = if keep.len() == 1 && keep[0] == (0..n) {
+            (marks, blocking, failure.event)
+        } else {
+            let sparse = |i: usize| events.binary_search_by_key(&i, |e| e.index).ok();
+            (
+                marks.restricted(sparse),
+                blocking.iter().filter_map(|&i| sparse(i)).collect(),
+                failure.event.and_then(sparse),
+            )
+        };
 
         // Rows, what they say, their source lines and notes.
         let mut groups = group::group_events(&events, &marks, all);
@@ -337,13 +517,19 @@ impl Timeline {
             groups,
             notes,
             verdict: r.verdict.clone(),
-            failing: failure.event.map(|f| group_of[f]),
+            failing: failing_event.map(|f| group_of[f]),
+            gaps,
         }
     }
 
     /// The label of thread `tid` (`T1 depositor`).
     pub fn label(&self, tid: Tid) -> String {
         thread_label(&self.threads, tid)
+    }
+
+    /// Steps left out in gaps.
+    pub fn gap_steps(&self) -> u64 {
+        self.gaps.iter().map(Gap::steps).sum()
     }
 }
 
@@ -371,6 +557,53 @@ mod tests {
             "std::map::find"
         );
         assert_eq!(display_fn("executor(void*)"), "executor");
+    }
+
+    #[test]
+    fn a_long_run_keeps_the_steps_around_its_focus_and_its_end() {
+        let scope = Scope {
+            whole: 100,
+            around: 5,
+            tail: 10,
+            focus: 2,
+        };
+        // Short: everything.
+        assert_eq!(kept_ranges(100, &scope, &[(0, 50)]), vec![0..100]);
+        // Long: around the two most important focus events, and the end.
+        assert_eq!(
+            kept_ranges(1000, &scope, &[(4, 100), (0, 500), (4, 990), (1, 200)]),
+            vec![195..206, 495..506, 990..1000]
+        );
+        // Overlapping windows merge.
+        assert_eq!(
+            kept_ranges(1000, &scope, &[(0, 100), (0, 108)]),
+            vec![95..114, 990..1000]
+        );
+        let ev = |step: u64, tid: Tid| Event {
+            step,
+            tid,
+            site: 0,
+            kind: crate::model::EventKind::Read,
+            addr: 0,
+            len: 4,
+            value: None,
+            preempted: false,
+        };
+        let events: Vec<Event> = (0..20).map(|i| ev(i + 1, (i % 3) as Tid)).collect();
+        let gaps = gaps_of(&events, &[5..8, 10..20], 3);
+        assert_eq!(gaps.len(), 2);
+        assert_eq!(
+            gaps[0],
+            Gap {
+                before: 0,
+                first_step: 1,
+                last_step: 5,
+                events: 5,
+                threads: vec![0, 1, 2]
+            }
+        );
+        assert_eq!((gaps[1].before, gaps[1].events), (3, 2));
+        assert_eq!(gaps[1].threads, vec![0, 2]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::instrument::{Frame, Loc, Site, SiteKind, SiteTable};
 use crate::model::{EventKind, Tid, NO_SITE};
 use crate::runtime::RunResult;
 use crate::trace::Event;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// How the run's threads came to be (spawns number threads in order).
 pub(super) struct ThreadOrigins {
@@ -50,47 +50,164 @@ impl ThreadOrigins {
     }
 }
 
-/// Takes the run's events with their stacks and the site table; produces
-/// one [`Ev`] per event with its library flag, location, function, callee,
-/// variable and text. `shared` is left false (see
-/// [`Words::mark_shared`](super::access::Words::mark_shared)) and joins
-/// say only `join` (see [`name_join_targets`]). With `all`, library events
-/// keep their own location.
-pub(super) fn resolve_events(r: &RunResult, sites: &SiteTable, all: bool) -> Vec<Ev> {
-    let mut events: Vec<Ev> = Vec::with_capacity(r.events.len());
-    let mut spawned: Tid = 0;
-    for (i, e) in r.events.iter().enumerate() {
-        let stack = r.event_stacks.get(i).cloned().unwrap_or_default();
-        let site = if e.site == NO_SITE {
+/// Resolves events one at a time, remembering what it worked out per
+/// site and per stack (a long run has millions of events but few distinct
+/// sites and stacks).
+pub(super) struct Resolver<'a> {
+    r: &'a RunResult,
+    sites: &'a SiteTable,
+    all: bool,
+    /// Per site id: its location is in a library file.
+    site_lib: HashMap<u32, bool>,
+    /// Per symbolized stack (by address): its innermost frame is in a
+    /// library file, and its innermost user frame.
+    stacks: HashMap<usize, (bool, Option<usize>)>,
+}
+
+/// No stack (events recorded without stacks).
+const NO_STACK: &[Frame] = &[];
+
+impl<'a> Resolver<'a> {
+    /// A resolver for `r`'s events (`all`: library events keep their own
+    /// location).
+    pub fn new(r: &'a RunResult, sites: &'a SiteTable, all: bool) -> Resolver<'a> {
+        Resolver {
+            r,
+            sites,
+            all,
+            site_lib: HashMap::new(),
+            stacks: HashMap::new(),
+        }
+    }
+
+    fn stack(&self, i: usize) -> &'a [Frame] {
+        self.r.event_stacks.get(i).map_or(NO_STACK, |s| &s[..])
+    }
+
+    fn site(&self, i: usize) -> Option<&'a Site> {
+        let e = &self.r.events[i];
+        if e.site == NO_SITE {
             None
         } else {
-            sites.site(e.site)
-        };
-        let site_lib_file = site
-            .and_then(|s| s.loc.as_ref())
-            .is_some_and(|l| is_library_file(&l.file));
-        let lib = is_library_event(e.kind, site, site_lib_file, &stack);
-        let (loc, function, callee) = locate(&stack, site, site_lib_file);
-        let (loc, function) = match site {
-            Some(s) if all && lib => (s.loc.clone(), Some(s.func_name.clone())),
-            _ => (loc, function),
-        };
-        if e.kind == EventKind::Spawn {
-            spawned += 1;
+            self.sites.site(e.site)
         }
-        let var = var_of(e, sites);
-        let text = event_text(r, e, site, var.as_deref().unwrap_or_default(), spawned);
-        events.push(Ev {
+    }
+
+    fn site_lib_file(&mut self, i: usize) -> bool {
+        let site = self.site(i);
+        let id = self.r.events[i].site;
+        *self.site_lib.entry(id).or_insert_with(|| {
+            site.and_then(|s| s.loc.as_ref())
+                .is_some_and(|l| is_library_file(&l.file))
+        })
+    }
+
+    fn stack_info(&mut self, i: usize) -> (bool, Option<usize>) {
+        let stack = self.stack(i);
+        if stack.is_empty() {
+            return (false, None);
+        }
+        *self
+            .stacks
+            .entry(stack.as_ptr() as usize)
+            .or_insert_with(|| {
+                let inner_lib = stack
+                    .first()
+                    .and_then(|f| f.loc.as_ref())
+                    .is_some_and(|l| is_library_file(&l.file));
+                (inner_lib, user_frame(stack))
+            })
+    }
+
+    /// Whether event `i` executed in library code.
+    pub fn lib(&mut self, i: usize) -> bool {
+        let site_lib_file = self.site_lib_file(i);
+        let (inner_lib, _) = self.stack_info(i);
+        is_library_event(
+            self.r.events[i].kind,
+            self.site(i),
+            site_lib_file,
+            inner_lib,
+        )
+    }
+
+    /// The user-code location of event `i`, its user function and, for a
+    /// library event, the library function user code called there.
+    pub fn locate(&mut self, i: usize) -> (Option<Loc>, Option<String>, Option<String>) {
+        let site = self.site(i);
+        let site_lib_file = self.site_lib_file(i);
+        let (_, user) = self.stack_info(i);
+        let (loc, function, callee) = locate(self.stack(i), user, site, site_lib_file);
+        match site {
+            Some(s) if self.all && self.lib(i) => {
+                (s.loc.clone(), Some(s.func_name.clone()), callee)
+            }
+            _ => (loc, function, callee),
+        }
+    }
+
+    /// Event `i` resolved (`spawned`: the number of spawns up to and
+    /// including it; `lib` and `shared` as worked out for the whole run).
+    pub fn event(&mut self, i: usize, spawned: Tid, lib: bool, shared: bool) -> Ev {
+        let e = &self.r.events[i];
+        let site = self.site(i);
+        let (loc, function, callee) = self.locate(i);
+        let var = var_of(e, self.sites);
+        let text = event_text(self.r, e, site, var.as_deref().unwrap_or_default(), spawned);
+        Ev {
             ev: *e,
+            index: i,
             lib,
             loc,
             function,
             callee,
             var,
-            shared: false,
-            stack,
+            shared,
+            stack: self
+                .r
+                .event_stacks
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| NO_STACK.into()),
             text,
-        });
+        }
+    }
+}
+
+/// Takes the run's events with their stacks and the site table; produces
+/// whether each event executed in library code.
+pub(super) fn library_flags(res: &mut Resolver) -> Vec<bool> {
+    (0..res.r.events.len()).map(|i| res.lib(i)).collect()
+}
+
+/// Takes the run's events, the ranges of them to keep (in order, not
+/// overlapping) and each event's library and shared flags; produces one
+/// [`Ev`] per kept event with its location, function, callee, variable and
+/// text. Joins say only `join` (see [`name_join_targets`]). With `all`,
+/// library events keep their own location.
+pub(super) fn resolve_events(
+    res: &mut Resolver,
+    keep: &[std::ops::Range<usize>],
+    lib: &[bool],
+    shared: &[bool],
+) -> Vec<Ev> {
+    let r = res.r;
+    let mut events: Vec<Ev> = Vec::with_capacity(keep.iter().map(|k| k.len()).sum());
+    let mut spawned: Tid = 0;
+    let mut counted = 0;
+    for k in keep {
+        // Spawns number threads: count those before the range.
+        spawned += r.events[counted..k.start]
+            .iter()
+            .filter(|e| e.kind == EventKind::Spawn)
+            .count() as Tid;
+        for i in k.clone() {
+            if r.events[i].kind == EventKind::Spawn {
+                spawned += 1;
+            }
+            events.push(res.event(i, spawned, lib[i], shared[i]));
+        }
+        counted = k.end;
     }
     events
 }
@@ -102,12 +219,8 @@ fn is_library_event(
     kind: EventKind,
     site: Option<&Site>,
     site_lib_file: bool,
-    stack: &[Frame],
+    inner_lib_file: bool,
 ) -> bool {
-    let inner_lib_file = stack
-        .first()
-        .and_then(|f| f.loc.as_ref())
-        .is_some_and(|l| is_library_file(&l.file));
     match kind {
         // Thread lifecycle, and lock calls (instrumented at their call
         // sites in user code).
@@ -128,10 +241,11 @@ fn is_library_event(
 /// innermost user frame of its stack, else from its site.
 fn locate(
     stack: &[Frame],
+    user: Option<usize>,
     site: Option<&Site>,
     site_lib_file: bool,
 ) -> (Option<Loc>, Option<String>, Option<String>) {
-    match user_frame(stack) {
+    match user {
         Some(u) => (
             stack[u].loc.clone(),
             stack[u].function.clone(),
@@ -159,7 +273,7 @@ fn user_frame(stack: &[Frame]) -> Option<usize> {
 }
 
 /// The variable an access or sync event touched.
-fn var_of(e: &Event, sites: &SiteTable) -> Option<String> {
+pub(super) fn var_of(e: &Event, sites: &SiteTable) -> Option<String> {
     match e.kind {
         k if k.is_access() => Some(var_name(sites, e.addr)),
         EventKind::Lock
@@ -251,25 +365,47 @@ pub(super) fn name_join_targets(handles: &[(u32, Tid)], events: &mut [Ev]) {
     }
 }
 
-/// Takes the thread count, the run's thread names and the resolved events;
-/// produces every thread with its name, the user function it started in
-/// (the outermost user frame of its first event that has one) and its
-/// label.
-pub(super) fn threads(r: &RunResult, nthreads: usize, events: &[Ev]) -> Vec<ThreadInfo> {
-    (0..nthreads as Tid)
-        .map(|tid| {
+/// Takes the run (its thread names, events and their stacks) and the
+/// thread count; produces every thread with its name, the user function it
+/// started in (the outermost user frame of its first event that has one)
+/// and its label.
+pub(super) fn threads(r: &RunResult, nthreads: usize) -> Vec<ThreadInfo> {
+    let mut entry: Vec<Option<String>> = vec![None; nthreads];
+    if let Some(e) = entry.first_mut() {
+        *e = Some("main".to_string());
+    }
+    let mut missing = nthreads.saturating_sub(1);
+    let mut looked: std::collections::HashSet<(usize, usize)> = Default::default();
+    for (i, e) in r.events.iter().enumerate() {
+        if missing == 0 {
+            break;
+        }
+        let t = e.tid as usize;
+        if t >= nthreads || entry[t].is_some() {
+            continue;
+        }
+        let Some(stack) = r.event_stacks.get(i) else {
+            continue;
+        };
+        // Each distinct stack is looked at once.
+        if !looked.insert((stack.as_ptr() as usize, t)) {
+            continue;
+        }
+        entry[t] = stack
+            .iter()
+            .rev()
+            .find(|f| f.loc.as_ref().is_some_and(|l| !is_library_file(&l.file)))
+            .and_then(|f| f.function.clone());
+        if entry[t].is_some() {
+            missing -= 1;
+        }
+    }
+    entry
+        .into_iter()
+        .enumerate()
+        .map(|(tid, entry)| {
+            let tid = tid as Tid;
             let name = r.thread_names.get(tid as usize).cloned().flatten();
-            let entry = if tid == 0 {
-                Some("main".to_string())
-            } else {
-                events.iter().filter(|e| e.ev.tid == tid).find_map(|e| {
-                    e.stack
-                        .iter()
-                        .rev()
-                        .find(|f| f.loc.as_ref().is_some_and(|l| !is_library_file(&l.file)))
-                        .and_then(|f| f.function.clone())
-                })
-            };
             let label = match (&name, &entry) {
                 (Some(n), _) => format!("T{tid} {n}"),
                 (None, Some(f)) => format!("T{tid} {f}"),
