@@ -336,3 +336,51 @@ fn spin_loops_end_and_a_genuine_livelock_is_named() {
     );
     assert!(!stdout.contains("hang (step budget"), "{stdout}");
 }
+
+/// With the default `--races report`, each distinct race gets the replay
+/// file and HTML report of the first run that showed it, and `heddle
+/// replay` reproduces that run and names the race again.
+#[test]
+fn every_race_found_has_a_replay_file_and_a_report() {
+    let dir = tempdir();
+    let out = dir.path().to_str().unwrap();
+    let o = heddle_out(&[
+        "fuzz",
+        "targets/spin_barrier.c",
+        "--runs",
+        "20",
+        "--quiet",
+        "--out",
+        out,
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("data race on payload"), "{stdout}");
+    let replay = dir.path().join("spin_barrier-race-seed0.toml");
+    assert!(
+        stdout.contains(&format!("replay: heddle replay {}", replay.display())),
+        "{stdout}"
+    );
+    assert!(replay.with_extension("html").exists(), "{stdout}");
+    let o = heddle_out(&["replay", replay.to_str().unwrap()]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("data race on payload"), "{stdout}");
+    assert!(
+        stdout.contains("replay reproduced the recorded run"),
+        "{stdout}"
+    );
+    // A second session of the same campaign keeps the file.
+    let o = heddle_out(&[
+        "fuzz",
+        "targets/spin_barrier.c",
+        "--runs",
+        "40",
+        "--resume",
+        "--quiet",
+        "--out",
+        out,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert!(replay.exists());
+}

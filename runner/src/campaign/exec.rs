@@ -561,6 +561,19 @@ impl Campaign<'_> {
         cfg: &RunConfig,
         r: &RunResult,
     ) -> Result<RunResult> {
+        self.write_replay_as(out, id, cfg, r, None)
+    }
+
+    /// [`Campaign::write_replay`], named after `kind` rather than the
+    /// verdict's kind when given.
+    fn write_replay_as(
+        &self,
+        out: &Path,
+        id: &Identity,
+        cfg: &RunConfig,
+        r: &RunResult,
+        kind: Option<&str>,
+    ) -> Result<RunResult> {
         let detailed = self.program.run(&RunConfig {
             diagnostics: true,
             ..cfg.clone()
@@ -572,7 +585,8 @@ impl Campaign<'_> {
             ));
         }
         let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, &detailed)?;
-        let name = summary::replay_name(&id.target, detailed.verdict.kind(), cfg.seed);
+        let kind = kind.unwrap_or(detailed.verdict.kind());
+        let name = summary::replay_name(&id.target, kind, cfg.seed);
         reproduce::save(&out.join(name), &mut file, &self.target.bytes)?;
         Ok(detailed)
     }
@@ -589,7 +603,12 @@ impl Campaign<'_> {
         corpora: &BTreeMap<String, (u64, Arc<Corpus>)>,
     ) -> Result<Vec<(FailureStats, Option<RunResult>)>> {
         let id = &state.identity;
-        let keep: BTreeSet<&str> = s.failure.iter().map(|f| f.replay.as_str()).collect();
+        let keep: BTreeSet<&str> = s
+            .failure
+            .iter()
+            .map(|f| f.replay.as_str())
+            .chain(s.race.iter().map(|r| r.replay.as_str()))
+            .collect();
         for (name, seed) in replay_files(out, &id.target)? {
             if (seed < state.frontier || state.finished()) && !keep.contains(name.as_str()) {
                 let _ = std::fs::remove_file(out.join(&name));
@@ -627,6 +646,27 @@ impl Campaign<'_> {
                 .with_context(|| format!("seed {}", f.first_seed))?;
             let detailed = self.write_replay(out, id, &cfg, &r)?;
             failures.push((f.clone(), Some(detailed)));
+        }
+        // Each distinct race: the replay file of the first run that showed
+        // it (unless a session before wrote it), whatever its verdict.
+        for race in &s.race {
+            let member = self.portfolio.member(race.first_seed);
+            let strategy = self.portfolio.members[member].clone();
+            if crate::sched::learns(&strategy) || out.join(&race.replay).exists() {
+                // A learning run needs the corpus it saw, which is not kept
+                // for runs that did not fail.
+                continue;
+            }
+            let cfg = RunConfig {
+                seed: race.first_seed,
+                strategy,
+                ..self.base.clone()
+            };
+            let r = self
+                .program
+                .run(&cfg)
+                .with_context(|| format!("seed {}", race.first_seed))?;
+            self.write_replay_as(out, id, &cfg, &r, Some(summary::RACE_REPLAY_KIND))?;
         }
         Ok(failures)
     }

@@ -176,6 +176,9 @@ pub struct RaceStats {
     pub first_seed: u64,
     /// Runs that showed it.
     pub runs: u64,
+    /// The replay file of `first_seed` (a run that passed and showed the
+    /// race), in the campaign directory.
+    pub replay: String,
 }
 
 /// The timing part of a summary.
@@ -216,6 +219,10 @@ struct TimingDoc<'a> {
 pub fn replay_name(target: &str, kind: &str, seed: u64) -> String {
     format!("{}-{kind}-seed{seed}.toml", replay_stem(target))
 }
+
+/// The kind in the name of a race's replay file (its run's verdict is
+/// often `pass`: the race is in what the run reports).
+pub const RACE_REPLAY_KIND: &str = "race";
 
 /// What the replay files of `target` are named after: its file stem.
 pub fn replay_stem(target: &str) -> String {
@@ -275,6 +282,7 @@ impl Summary {
                 summary: r.summary.clone(),
                 first_seed: r.first_seed,
                 runs: r.runs,
+                replay: replay_name(&id.target, RACE_REPLAY_KIND, r.first_seed),
             })
             .collect();
         race.sort_by(|x, y| (x.first_seed, &x.key).cmp(&(y.first_seed, &y.key)));

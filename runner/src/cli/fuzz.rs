@@ -278,7 +278,7 @@ fn print_outcome(
             o.abandoned, o.state.frontier
         )?;
     }
-    print_findings(out, s, &o.state.stats, list, stats)?;
+    print_findings(out, s, &o.state.stats, list, stats, dir)?;
     for ((f, detailed), html) in o.failures.iter().zip(reports) {
         let text = detailed
             .as_ref()
@@ -321,11 +321,20 @@ fn print_findings(
     a: &Aggregate,
     list: bool,
     stats: bool,
+    dir: &std::path::Path,
 ) -> std::io::Result<()> {
     if !s.race.is_empty() {
         writeln!(out, "{} distinct data race(s):", s.race.len())?;
         for r in &s.race {
             writeln!(out, "  seed {}: {}", r.first_seed, r.summary)?;
+            let replay = dir.join(&r.replay);
+            if replay.exists() {
+                writeln!(out, "    replay: heddle replay {}", replay.display())?;
+                let html = replay.with_extension("html");
+                if html.exists() {
+                    writeln!(out, "    report: {}", html.display())?;
+                }
+            }
         }
     }
     if a.inconclusive_runs > 0 {
@@ -520,7 +529,7 @@ pub fn merge_cmd(a: MergeArgs) -> Result<i32> {
         writeln!(out, "  hole: {h}")?;
     }
     let stats = a.stats || super::global().verbose > 0;
-    print_findings(out, s, &m.stats, a.list_failures, stats)?;
+    print_findings(out, s, &m.stats, a.list_failures, stats, &a.out)?;
     for f in &s.failure {
         writeln!(out, "seed {}: {}", f.first_seed, f.summary)?;
         if !f.replay.is_empty() {
@@ -607,6 +616,9 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32> {
     print_notes(rp);
     if r.divergence.is_none() {
         writeln!(out, "verdict: {}", r.verdict.summary())?;
+        for race in &r.races {
+            writeln!(out, "{}", race.summary())?;
+        }
         if a.show_output || !r.verdict.is_pass() {
             print_output(out, r)?;
         }

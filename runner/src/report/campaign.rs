@@ -44,7 +44,37 @@ pub fn write_reports(c: &Campaign, o: &Session, out: &Path) -> Result<Vec<Option
         };
         paths.push(html);
     }
+    for race in &o.summary.race {
+        race_report(c, &out.join(&race.replay), race.first_seed)?;
+    }
     Ok(paths)
+}
+
+/// The HTML report beside a race's replay file (see
+/// [`crate::campaign::summary::RaceStats::replay`]), unless it is there
+/// already or the replay file is not.
+fn race_report(c: &Campaign, replay: &Path, seed: u64) -> Result<()> {
+    let html = replay.with_extension("html");
+    if !replay.exists() || html.exists() {
+        return Ok(());
+    }
+    let file = crate::trace::replay::ReplayFile::load(replay)?;
+    let decisions = file.decisions()?;
+    let cfg = RunConfig {
+        seed,
+        strategy: file.run.strategy.clone(),
+        forced: decisions.clone(),
+        strict: true,
+        ..c.base.clone()
+    };
+    super::write_html(
+        c.program,
+        &cfg,
+        &decisions,
+        &c.target.given.display().to_string(),
+        format!("heddle replay {}", replay.display()),
+        &html,
+    )
 }
 
 /// One document per failure of the session, with its replay file (in
