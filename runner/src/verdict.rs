@@ -449,7 +449,12 @@ impl Verdict {
                 )
             }
             Verdict::Hang { reason, threads } => {
-                format!("hang ({reason}): {}", threads_at(threads))
+                let hint = if reason.starts_with("livelock") || reason.starts_with("no progress") {
+                    " (a thread that only needed longer: raise --hang-steps; the last steps: heddle show)"
+                } else {
+                    ""
+                };
+                format!("hang ({reason}): {}{hint}", threads_at(threads))
             }
         }
     }

@@ -33,8 +33,10 @@ fn failing_replay(source: &str, out: &Path, extra: &[&str], args: &[&str]) -> Pa
         .map(|e| e.unwrap().path())
         .filter(|p| {
             p.extension().is_some_and(|e| e == "toml")
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains("-seed"))
+                && p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.contains("-seed") && !n.contains("-race-seed")
+                })
         })
         .collect();
     assert_eq!(toml.len(), 1, "{toml:?}");

@@ -44,8 +44,10 @@ fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str
         .map(|e| e.unwrap().path())
         .filter(|p| {
             p.extension().is_some_and(|e| e == "toml")
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains("-seed"))
+                && p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.contains("-seed") && !n.contains("-race-seed")
+                })
         })
         .collect();
     assert_eq!(toml.len(), 1, "{toml:?}");

@@ -282,7 +282,13 @@ impl Summary {
                 summary: r.summary.clone(),
                 first_seed: r.first_seed,
                 runs: r.runs,
-                replay: replay_name(&id.target, RACE_REPLAY_KIND, r.first_seed),
+                // A failure's replay file of the same seed shows the race
+                // too: the same run.
+                replay: failure
+                    .iter()
+                    .find(|f| f.first_seed == r.first_seed)
+                    .map(|f| f.replay.clone())
+                    .unwrap_or_else(|| replay_name(&id.target, RACE_REPLAY_KIND, r.first_seed)),
             })
             .collect();
         race.sort_by(|x, y| (x.first_seed, &x.key).cmp(&(y.first_seed, &y.key)));
