@@ -35,6 +35,10 @@ pub fn test_args(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The maximum linear memory heddle's cargo builds link with: 4 GiB, all
+/// that wasm32 addresses.
+pub const MAX_MEMORY: u64 = 1 << 32;
+
 /// What cargo is asked to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Build {
@@ -154,6 +158,14 @@ pub fn build(
         "--message-format=json-render-diagnostics",
         "--target",
         TRIPLE,
+    ]);
+    // rustc links wasm32-wasip1-threads modules with a maximum memory of
+    // 1 GiB, and every thread's stack comes from it (2 MiB each by
+    // default): a thousand threads alive at once do not fit. heddle's
+    // builds may grow to the whole 32-bit address space.
+    cmd.args([
+        "--config",
+        &format!("target.{TRIPLE}.rustflags=[\"-C\", \"link-arg=--max-memory={MAX_MEMORY}\"]"),
     ]);
     cmd.args(args);
     if let Some(d) = dir {
@@ -369,6 +381,9 @@ pub enum Status {
     Error,
     /// Not run: `#[ignore]`d, or a signal stopped the suite first.
     Skipped,
+    /// It needs what `wasm32-wasip1-threads` lacks (unwinding, processes,
+    /// …): neither a pass nor a failure ([`crate::verdict::Verdict::Unsupported`]).
+    Unsupported,
 }
 
 /// What one test's campaign found.
@@ -408,6 +423,14 @@ impl TestResult {
         }
     }
 
+    /// A test that cannot run here, found before its campaign.
+    pub fn unsupported(harness: &str, name: &str, reason: &str) -> TestResult {
+        TestResult {
+            status: Status::Unsupported,
+            ..TestResult::skipped(harness, name, reason)
+        }
+    }
+
     /// Runs counted for the test.
     pub fn runs(&self) -> u64 {
         self.outcome.as_ref().map_or(0, |o| o.summary.stats.runs)
@@ -417,6 +440,19 @@ impl TestResult {
     pub fn seconds(&self) -> f64 {
         self.outcome.as_ref().map_or(0.0, |o| o.session_secs)
     }
+}
+
+/// Why a `#[should_panic]` test cannot run.
+pub const SHOULD_PANIC: &str = "unsupported: unwinding: libtest skips a #[should_panic] test on \
+     wasm32-wasip1-threads, whose std aborts on panic";
+
+/// Whether libtest's output of a run of test `name` says it skipped the
+/// test as `#[should_panic]` (`test NAME - should panic ... ignored`).
+pub fn should_panic_ignored(stdout: &str, name: &str) -> bool {
+    let line = format!("test {name} - should panic ... ignored");
+    stdout
+        .lines()
+        .any(|l| l.trim_end() == line || l.starts_with(&format!("{line},")))
 }
 
 /// The directory name of a test: its name with `::` as `__` and anything
@@ -441,6 +477,18 @@ pub fn run_test(h: &Harness, test: &TestCase, s: &Settings) -> Result<TestResult
         args: test_args(&test.name),
         ..s.base.clone()
     };
+    // libtest itself skips a `#[should_panic]` test on wasm (it cannot
+    // catch the panic) and reports it `ignored`: one run tells.
+    let probe = h.program.run(&RunConfig {
+        seed: s.plan.seed_start,
+        strategy: "random".into(),
+        ..base.clone()
+    });
+    if probe.is_ok_and(|p| {
+        p.verdict.is_pass() && should_panic_ignored(&String::from_utf8_lossy(&p.stdout), &test.name)
+    }) {
+        return Ok(TestResult::unsupported(&label, &test.name, SHOULD_PANIC));
+    }
     let portfolio: Portfolio = crate::fuzz::calibrated_portfolio(&h.program, &base, &s.strategy)?;
     let c = Campaign {
         target: &h.target,
@@ -460,18 +508,24 @@ pub fn run_test(h: &Harness, test: &TestCase, s: &Settings) -> Result<TestResult
     let failures = crate::report::campaign::failure_docs(&outcome, &out, &reports);
     let junit = crate::report::campaign::junit_outcome(&outcome, &failures);
     let stats = &outcome.summary.stats;
+    let unsupported = outcome.state.stats.inconclusive.get("unsupported");
     let status = if stats.failing_runs > 0 {
         Status::Failed
     } else if stats.error_runs > 0 {
         Status::Error
+    } else if unsupported.is_some() {
+        Status::Unsupported
     } else {
         Status::Passed
     };
+    let skip_reason = unsupported
+        .filter(|_| status == Status::Unsupported)
+        .map(|u| u.summary.clone());
     Ok(TestResult {
         harness: label,
         name: test.name.clone(),
         status,
-        skip_reason: None,
+        skip_reason,
         outcome: Some(outcome),
         out,
         failures,

@@ -131,6 +131,23 @@ pub enum Verdict {
         /// Where each thread was.
         threads: Vec<ThreadAt>,
     },
+    /// The program needs what `wasm32-wasip1-threads` lacks: to catch a
+    /// panic (its `std` aborts on panic), to spawn a process, or more
+    /// threads than fit. Neither a pass nor a failure: the test cannot run
+    /// here ([`unsupported`]).
+    Unsupported {
+        /// What is missing, briefly: `unwinding`, `processes`, `threads`,
+        /// `platform` (part of the signature).
+        feature: String,
+        /// What cannot run and why, for people.
+        reason: String,
+        /// The panic that showed it, as its one-line summary.
+        message: String,
+        /// The thread that panicked.
+        tid: Tid,
+        /// Where it aborted, innermost first.
+        stack: Vec<Frame>,
+    },
     /// The memory checker found an invalid access or free.
     Memory(MemoryVerdict),
     /// With `--races fail`: a data race.
@@ -275,6 +292,7 @@ impl Verdict {
             Verdict::Deadlock { .. } => "deadlock",
             Verdict::Hang { .. } => "hang",
             Verdict::TooLong { .. } => "too-long",
+            Verdict::Unsupported { .. } => "unsupported",
             Verdict::Race(_) => "data-race",
             Verdict::Memory(m) => match m.error.as_str() {
                 "null-deref" => "null-deref",
@@ -292,9 +310,10 @@ impl Verdict {
     }
 
     /// Whether the run neither passed nor failed: it was stopped before it
-    /// could tell (the step budget ran out while threads made progress).
+    /// could tell (the step budget ran out while threads made progress), or
+    /// it needed what the target lacks (unsupported).
     pub fn is_inconclusive(&self) -> bool {
-        matches!(self, Verdict::TooLong { .. })
+        matches!(self, Verdict::TooLong { .. } | Verdict::Unsupported { .. })
     }
 
     /// Whether the run found a bug (neither passed nor inconclusive).
@@ -330,6 +349,7 @@ impl Verdict {
             }
             Verdict::Hang { reason, .. } => format!("hang:{reason}"),
             Verdict::TooLong { .. } => "too-long".into(),
+            Verdict::Unsupported { feature, .. } => format!("unsupported:{feature}"),
             Verdict::Race(r) => {
                 let (a, b) = r.key();
                 format!("data-race@{a}|{b}")
@@ -456,8 +476,155 @@ impl Verdict {
                 };
                 format!("hang ({reason}): {}{hint}", threads_at(threads))
             }
+            Verdict::Unsupported {
+                reason, message, ..
+            } => format!("unsupported: {reason} (inconclusive, not a failure; {message})"),
         }
     }
+}
+
+/// What a run may have exhausted, for the reason of an unsupported thread
+/// spawn.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnLimits {
+    /// Threads the run had started (the main thread included).
+    pub threads: usize,
+    /// The most threads heddle runs.
+    pub max_threads: usize,
+    /// The module's maximum linear memory, in 64 KiB pages.
+    pub max_pages: u32,
+}
+
+/// The message of `std::io::ErrorKind::Unsupported` errors: what `std`
+/// returns on `wasm32-wasip1-threads` for processes and other missing
+/// parts of the platform.
+pub const UNSUPPORTED_PLATFORM: &str = "operation not supported on this platform";
+
+/// The panic `v` as [`Verdict::Unsupported`] when it shows that the program
+/// needs what the target lacks, else `v` unchanged:
+///
+/// * *unwinding*: the panic happened inside `std::panic::catch_unwind`
+///   called from user code — the program meant to catch it, and natively
+///   would have (libtest's and `std`'s own `catch_unwind`s, around every
+///   test and thread, do not count);
+/// * *processes* (or another part of `std` the platform lacks): the panic's
+///   message holds `operation not supported on this platform`, the error
+///   `std::process::Command` returns here; the line it names decides
+///   whether it was a process (`source_line` reads it);
+/// * *threads*: `failed to spawn thread` with `WouldBlock` — heddle's
+///   thread limit or the module's maximum memory (each thread's stack comes
+///   from linear memory).
+pub fn unsupported(
+    v: Verdict,
+    limits: SpawnLimits,
+    source_line: &dyn Fn(&Frame) -> Option<String>,
+) -> Verdict {
+    let Verdict::Panic {
+        message,
+        tid,
+        stack,
+        ..
+    } = &v
+    else {
+        return v;
+    };
+    let found = if let Some(at) = user_catch_unwind(stack) {
+        Some((
+            "unwinding",
+            format!(
+                "unwinding: the panic was to be caught (std::panic::catch_unwind in {at}), but \
+                 the std of wasm32-wasip1-threads aborts on panic"
+            ),
+        ))
+    } else if message.contains(UNSUPPORTED_PLATFORM) {
+        let process = user_frame(stack)
+            .and_then(source_line)
+            .is_some_and(|l| l.contains("Command") || l.contains("process::"));
+        Some(if process {
+            (
+                "processes",
+                "spawning processes: std::process is not available on wasm32-wasip1-threads \
+                 (\"operation not supported on this platform\")"
+                    .to_string(),
+            )
+        } else {
+            (
+                "platform",
+                "an operation std does not provide on wasm32-wasip1-threads \
+                 (\"operation not supported on this platform\")"
+                    .to_string(),
+            )
+        })
+    } else if message.starts_with("failed to spawn thread") && message.contains("WouldBlock") {
+        let why = if limits.threads >= limits.max_threads {
+            format!(
+                "heddle runs at most {} threads and the program had started {}",
+                limits.max_threads, limits.threads
+            )
+        } else {
+            format!(
+                "no memory left for its stack: {} threads started, and linear memory is at most \
+                 {} MiB",
+                limits.threads,
+                u64::from(limits.max_pages) * 64 / 1024
+            )
+        };
+        Some(("threads", format!("spawning a thread: {why}")))
+    } else {
+        None
+    };
+    let Some((feature, reason)) = found else {
+        return v;
+    };
+    Verdict::Unsupported {
+        feature: feature.into(),
+        reason,
+        message: v.summary(),
+        tid: *tid,
+        stack: stack.clone(),
+    }
+}
+
+/// Whether `f` is part of `std::panic::catch_unwind` (`std::panicking::try`
+/// before Rust 1.88).
+fn is_catch_frame(f: &Frame) -> bool {
+    let Some(name) = f.function.as_deref() else {
+        return false;
+    };
+    let name = name.split('<').next().unwrap_or(name);
+    matches!(
+        name.trim_end_matches("::"),
+        "std::panic::catch_unwind"
+            | "std::panicking::catch_unwind"
+            | "std::panicking::catch_unwind::do_call"
+            | "std::panicking::try"
+            | "std::panicking::try::do_call"
+            | "__rust_try"
+    )
+}
+
+/// `function (file:line)` of the user-code caller of a `catch_unwind` on
+/// `stack` (innermost first), if there is one.
+fn user_catch_unwind(stack: &[Frame]) -> Option<String> {
+    let mut i = 0;
+    while i < stack.len() {
+        if !is_catch_frame(&stack[i]) {
+            i += 1;
+            continue;
+        }
+        while i < stack.len() && is_catch_frame(&stack[i]) {
+            i += 1;
+        }
+        let caller = stack.get(i)?;
+        if caller
+            .loc
+            .as_ref()
+            .is_some_and(|l| !is_library_unit(&l.file, ""))
+        {
+            return Some(top_user(std::slice::from_ref(caller)));
+        }
+    }
+    None
 }
 
 /// Where threads are, briefly: the threads at the same site together, in

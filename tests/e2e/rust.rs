@@ -3,7 +3,8 @@
 //! expects (a panic for the lost update, a deadlock for the lock cycle and
 //! the lost wakeup), every replay file reproduces its run, the `fixed`
 //! feature passes, JUnit has one test case per test, and a failing build
-//! is one line with exit code 2.
+//! is one line with exit code 2; what cannot run on the target
+//! (unwinding, processes) is `unsupported`, not a failure.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -273,4 +274,81 @@ fn cargo_run_fuzzes_the_binary() {
     let rs = text(&r.stdout);
     assert_eq!(r.status.code(), Some(1), "{rs}{}", text(&r.stderr));
     assert!(rs.contains("replay reproduced the recorded run"), "{rs}");
+}
+
+/// `tests/rust-suite/`: a thousand threads alive at once pass; a test that
+/// catches a panic, one that expects one (`#[should_panic]`) and one that
+/// spawns a process cannot run on wasm32-wasip1-threads and are reported
+/// `unsupported` (JUnit `<skipped>`), not as failures: exit code 0.
+#[test]
+fn cargo_test_reports_what_cannot_run_as_unsupported() {
+    let dir = tempdir();
+    let out = dir.path().join("out");
+    let xml = dir.path().join("junit.xml");
+    let o = heddle()
+        .args([
+            "cargo",
+            "test",
+            "--manifest-path",
+            "tests/rust-suite/Cargo.toml",
+            "--",
+            "--runs",
+            "5",
+            "-j",
+            "2",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            xml.to_str().unwrap(),
+        ])
+        .output()
+        .expect("run heddle");
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    let threads = line_of(&stdout, "thousand_threads");
+    assert!(
+        threads.starts_with("ok") && threads.contains("5 runs"),
+        "{stdout}"
+    );
+    for (t, why) in [
+        (
+            "catches_a_panic",
+            "unsupported: unwinding: the panic was to be caught (std::panic::catch_unwind in \
+             heddle_rust_limits::tests::catches_a_panic (lib.rs:",
+        ),
+        (
+            "expects_a_panic",
+            "unsupported: unwinding: libtest skips a #[should_panic] test",
+        ),
+        (
+            "spawns_a_process",
+            "unsupported: spawning processes: std::process is not available",
+        ),
+    ] {
+        let l = line_of(&stdout, t);
+        assert!(l.starts_with("n/a") && l.contains(why), "{stdout}");
+    }
+    // The panic that showed it is kept.
+    assert!(
+        line_of(&stdout, "spawns_a_process").contains("operation not supported on this platform"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("4 tests: 1 passed, 0 failed, 0 skipped, 3 unsupported"),
+        "{stdout}"
+    );
+    // A campaign stops at its first unsupported run.
+    assert!(
+        line_of(&stdout, "catches_a_panic").contains("1 runs"),
+        "{stdout}"
+    );
+    let junit = std::fs::read_to_string(&xml).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), 4, "{junit}");
+    assert!(!junit.contains("<failure"), "{junit}");
+    assert_eq!(
+        junit.matches("<skipped message=\"unsupported: ").count(),
+        3,
+        "{junit}"
+    );
 }

@@ -391,6 +391,12 @@ impl Campaign<'_> {
             let ms = offset_ms + started.elapsed().as_millis() as u64;
             let (record, hit) = make_record(seed, member as u32, ms, &mut result);
             let failed = record.failed();
+            // A program that needs what the target lacks stops its
+            // campaign as a failure does: later seeds would mostly tell the
+            // same.
+            if record.kind == "unsupported" {
+                first_fail.fetch_min(seed, Ordering::Relaxed);
+            }
             if failed {
                 first_fail.fetch_min(seed, Ordering::Relaxed);
                 nfail.fetch_add(1, Ordering::Relaxed);

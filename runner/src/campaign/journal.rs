@@ -121,7 +121,7 @@ pub const ERROR_KIND: &str = "error";
 
 /// The verdict kinds that are neither a pass nor a failure
 /// ([`crate::verdict::Verdict::is_inconclusive`]).
-pub const INCONCLUSIVE_KINDS: &[&str] = &["too-long"];
+pub const INCONCLUSIVE_KINDS: &[&str] = &["too-long", "unsupported"];
 
 impl Record {
     /// Whether the target failed: a verdict other than `pass`, other than
@@ -131,7 +131,8 @@ impl Record {
         self.kind != "pass" && self.kind != ERROR_KIND && !self.is_inconclusive()
     }
 
-    /// Whether the run could not tell (it was stopped too long).
+    /// Whether the run could not tell (it was stopped too long, or needed
+    /// what the target lacks).
     pub fn is_inconclusive(&self) -> bool {
         INCONCLUSIVE_KINDS.contains(&self.kind.as_str())
     }

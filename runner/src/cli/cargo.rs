@@ -178,6 +178,10 @@ fn test_cmd(a: CargoArgs) -> Result<i32> {
     )?;
     let (failed, errors) = (report.count(Status::Failed), report.count(Status::Error));
     let mut extra = String::new();
+    let unsupported = report.count(Status::Unsupported);
+    if unsupported > 0 {
+        extra.push_str(&format!(", {unsupported} unsupported"));
+    }
     if errors > 0 {
         extra.push_str(&format!(", {errors} error"));
     }
@@ -211,7 +215,7 @@ fn test_cmd(a: CargoArgs) -> Result<i32> {
     ))
 }
 
-/// One line per test (`ok`, `FAIL`, `ERR`, `skip`), then for a failure
+/// One line per test (`ok`, `FAIL`, `ERR`, `skip`, `n/a` for unsupported), then for a failure
 /// its replay file and report.
 fn print_test(t: &TestResult) {
     let label = match t.status {
@@ -219,9 +223,17 @@ fn print_test(t: &TestResult) {
         Status::Failed => "FAIL",
         Status::Error => "ERR",
         Status::Skipped => "skip",
+        Status::Unsupported => "n/a",
     };
     let detail = match (&t.status, &t.outcome) {
         (Status::Skipped, _) => t.skip_reason.clone().unwrap_or_default(),
+        (Status::Unsupported, None) => t.skip_reason.clone().unwrap_or_default(),
+        (Status::Unsupported, Some(o)) => format!(
+            "{} runs in {:.2}s: {}",
+            o.summary.stats.runs,
+            o.session_secs,
+            t.skip_reason.clone().unwrap_or_default()
+        ),
         (_, Some(o)) => {
             let s = &o.summary.stats;
             let mut d = format!("{} runs in {:.2}s", s.runs, o.session_secs);

@@ -340,7 +340,7 @@ fn print_findings(
     if a.inconclusive_runs > 0 {
         writeln!(
             out,
-            "{} run(s) inconclusive (not failures; raise --max-steps to let them finish):",
+            "{} run(s) inconclusive (neither passes nor failures):",
             a.inconclusive_runs
         )?;
         for r in a.inconclusive.values() {

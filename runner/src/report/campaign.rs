@@ -162,5 +162,12 @@ pub fn junit_outcome(o: &Session, docs: &[FailureDoc]) -> Outcome {
                 ),
             })
         })
+        .or_else(|| {
+            // A test that cannot run here is skipped, with why.
+            let u = o.state.stats.inconclusive.get("unsupported")?;
+            Some(Outcome::Skipped {
+                message: u.summary.clone(),
+            })
+        })
         .unwrap_or(Outcome::Pass)
 }

@@ -911,13 +911,21 @@ impl Program {
                     .rev()
                     .find(|l| l.starts_with("Assertion failed"));
                 match (panic, assertion) {
-                    (Some(p), _) => Verdict::Panic {
-                        message: p.message,
-                        location: p.location,
-                        thread: Some(p.thread),
-                        tid,
-                        stack,
-                    },
+                    (Some(p), _) => crate::verdict::unsupported(
+                        Verdict::Panic {
+                            message: p.message,
+                            location: p.location,
+                            thread: Some(p.thread),
+                            tid,
+                            stack,
+                        },
+                        crate::verdict::SpawnLimits {
+                            threads: st.threads.len(),
+                            max_threads: MAX_THREADS,
+                            max_pages: st.mem_max,
+                        },
+                        &source_line,
+                    ),
                     (None, Some(line)) if in_abort => Verdict::Assertion {
                         message: line.to_string(),
                         tid,
@@ -1915,6 +1923,25 @@ fn trap_name(t: &wasmtime::Trap) -> String {
         _ => return format!("{t:?}").to_lowercase(),
     }
     .to_string()
+}
+
+/// The source a frame names, when its file can be read: its line, and the
+/// lines before it that continue the same statement (a method chain
+/// `Command::new(…)` … `.unwrap()` split over several lines).
+fn source_line(f: &crate::instrument::Frame) -> Option<String> {
+    let loc = f.loc.as_ref()?;
+    let text = std::fs::read_to_string(&loc.file).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let at = loc.line.checked_sub(1)? as usize;
+    let mut out = vec![*lines.get(at)?];
+    for l in lines[..at].iter().rev().take(8) {
+        if l.trim_end().ends_with([';', '{', '}']) {
+            break;
+        }
+        out.push(l);
+    }
+    out.reverse();
+    Some(out.join("\n"))
 }
 
 /// The host-call interface is declared once (`instrument::interface`);
