@@ -316,6 +316,10 @@ impl Campaign<'_> {
         };
         // The corpus the first failing run of each signature saw (learning
         // strategies), to rerun it for its replay file.
+        // The diagnostic run of each replay file written on the way, by
+        // signature, with its seed: the end of the campaign need not run
+        // it again.
+        let written: Mutex<BTreeMap<String, (u64, RunResult)>> = Mutex::new(BTreeMap::new());
         let failing_corpora: Mutex<BTreeMap<String, (u64, Arc<Corpus>)>> =
             Mutex::new(BTreeMap::new());
         let fail_with = |e: anyhow::Error| {
@@ -417,7 +421,12 @@ impl Campaign<'_> {
                     .insert(record.signature.clone());
                 if new_sig {
                     if let Ok(r) = &result {
-                        let _ = self.write_replay(&opts.out, &id, &cfg, r);
+                        if let Ok(d) = self.write_replay(&opts.out, &id, &cfg, r) {
+                            written
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(record.signature.clone(), (seed, d));
+                        }
                     }
                 }
             }
@@ -491,7 +500,9 @@ impl Campaign<'_> {
         let corpora = failing_corpora
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
-        let failures = self.finish_replays(&opts.out, &state, &summary, &corpora)?;
+        let written = written.into_inner().unwrap_or_else(|e| e.into_inner());
+        let failures =
+            self.finish_replays(&opts.out, &state, &summary, &corpora, written, deadline)?;
         let timing = Summary::timing(
             &state.stats,
             vec![state.shard.to_string()],
@@ -607,6 +618,8 @@ impl Campaign<'_> {
         state: &ShardState,
         s: &Summary,
         corpora: &BTreeMap<String, (u64, Arc<Corpus>)>,
+        mut written: BTreeMap<String, (u64, RunResult)>,
+        deadline: Option<Instant>,
     ) -> Result<Vec<(FailureStats, Option<RunResult>)>> {
         let id = &state.identity;
         let keep: BTreeSet<&str> = s
@@ -622,6 +635,13 @@ impl Campaign<'_> {
         }
         let mut failures = Vec::new();
         for f in &s.failure {
+            if let Some((_, d)) = written
+                .remove(&f.signature)
+                .filter(|(seed, _)| *seed == f.first_seed)
+            {
+                failures.push((f.clone(), Some(d)));
+                continue;
+            }
             let member = self.portfolio.member(f.first_seed);
             let strategy = self.portfolio.members[member].clone();
             let corpus = corpora
@@ -658,20 +678,29 @@ impl Campaign<'_> {
         for race in &s.race {
             let member = self.portfolio.member(race.first_seed);
             let strategy = self.portfolio.members[member].clone();
-            if crate::sched::learns(&strategy) || out.join(&race.replay).exists() {
+            if crate::sched::learns(&strategy)
+                || out.join(&race.replay).exists()
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
                 // A learning run needs the corpus it saw, which is not kept
                 // for runs that did not fail.
                 continue;
             }
+            // Past the time budget, the race is listed without its file.
             let cfg = RunConfig {
                 seed: race.first_seed,
                 strategy,
+                deadline,
                 ..self.base.clone()
             };
-            let r = self
-                .program
-                .run(&cfg)
-                .with_context(|| format!("seed {}", race.first_seed))?;
+            let r = match self.program.run(&cfg) {
+                Err(e) if crate::runtime::cancelled(&e) => continue,
+                r => r.with_context(|| format!("seed {}", race.first_seed))?,
+            };
+            let cfg = RunConfig {
+                deadline: None,
+                ..cfg
+            };
             self.write_replay_as(out, id, &cfg, &r, Some(summary::RACE_REPLAY_KIND))?;
         }
         Ok(failures)

@@ -60,6 +60,10 @@ fn race_report(c: &Campaign, replay: &Path, seed: u64) -> Result<()> {
     }
     let file = crate::trace::replay::ReplayFile::load(replay)?;
     let decisions = file.decisions()?;
+    if decisions.len() as u64 > super::MAX_REPORT_STEPS {
+        // Too long to draw, as for failures.
+        return Ok(());
+    }
     let cfg = RunConfig {
         seed,
         strategy: file.run.strategy.clone(),
