@@ -35,7 +35,7 @@ fn failing_replay(source: &str, out: &Path, extra: &[&str], args: &[&str]) -> Pa
             p.extension().is_some_and(|e| e == "toml")
                 && p.file_name().is_some_and(|n| {
                     let n = n.to_string_lossy();
-                    n.contains("-seed") && !n.contains("-race-seed")
+                    n.contains("-seed") && !n.contains("-races-seed")
                 })
         })
         .collect();

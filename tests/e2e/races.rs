@@ -356,7 +356,7 @@ fn every_race_found_has_a_replay_file_and_a_report() {
     let stdout = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
     assert!(stdout.contains("data race on payload"), "{stdout}");
-    let replay = dir.path().join("spin_barrier-race-seed0.toml");
+    let replay = dir.path().join("spin_barrier-races-seed0.toml");
     assert!(
         stdout.contains(&format!("replay: heddle replay {}", replay.display())),
         "{stdout}"

@@ -46,7 +46,7 @@ fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str
             p.extension().is_some_and(|e| e == "toml")
                 && p.file_name().is_some_and(|n| {
                     let n = n.to_string_lossy();
-                    n.contains("-seed") && !n.contains("-race-seed")
+                    n.contains("-seed") && !n.contains("-races-seed")
                 })
         })
         .collect();

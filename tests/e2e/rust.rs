@@ -338,11 +338,10 @@ fn cargo_test_reports_what_cannot_run_as_unsupported() {
         stdout.contains("4 tests: 1 passed, 0 failed, 0 skipped, 3 unsupported"),
         "{stdout}"
     );
-    // A campaign stops at its first unsupported run.
-    assert!(
-        line_of(&stdout, "catches_a_panic").contains("1 runs"),
-        "{stdout}"
-    );
+    // A campaign stops at its first unsupported run (the runs already in
+    // flight on the other job finish).
+    let l = line_of(&stdout, "catches_a_panic");
+    assert!(l.contains("1 runs") || l.contains("2 runs"), "{stdout}");
     let junit = std::fs::read_to_string(&xml).unwrap();
     assert_eq!(junit.matches("<testcase ").count(), 4, "{junit}");
     assert!(!junit.contains("<failure"), "{junit}");

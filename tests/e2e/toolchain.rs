@@ -1131,7 +1131,7 @@ fn cxx_thread_library_race_is_found_and_replayed() {
     );
     let replay = stdout
         .lines()
-        .filter(|l| !l.contains("-race-seed"))
+        .filter(|l| !l.contains("-races-seed"))
         .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
         .unwrap_or_else(|| panic!("no replay command printed:\n{stdout}"))
         .to_string();

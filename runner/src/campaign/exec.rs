@@ -421,7 +421,7 @@ impl Campaign<'_> {
                     .insert(record.signature.clone());
                 if new_sig {
                     if let Ok(r) = &result {
-                        if let Ok(d) = self.write_replay(&opts.out, &id, &cfg, r) {
+                        if let Ok(d) = self.write_replay(&opts.out, &id, &cfg, r, deadline) {
                             written
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
@@ -569,16 +569,20 @@ impl Campaign<'_> {
         };
     }
 
-    /// Writes the replay file of run `r` (re-running it with diagnostics on,
-    /// which never changes the schedule). Returns the diagnostic run.
+    /// Writes the replay file of run `r`, then again from the same run
+    /// with diagnostics on (which never changes the schedule, and gives the
+    /// richer summary) unless `deadline` passes first: a replay reproduces
+    /// a run's signature and output, which both runs share. Returns the
+    /// diagnostic run, or `r` when it was given up.
     fn write_replay(
         &self,
         out: &Path,
         id: &Identity,
         cfg: &RunConfig,
         r: &RunResult,
+        deadline: Option<Instant>,
     ) -> Result<RunResult> {
-        self.write_replay_as(out, id, cfg, r, None)
+        self.write_replay_as(out, id, cfg, r, None, deadline)
     }
 
     /// [`Campaign::write_replay`], named after `kind` rather than the
@@ -590,11 +594,20 @@ impl Campaign<'_> {
         cfg: &RunConfig,
         r: &RunResult,
         kind: Option<&str>,
+        deadline: Option<Instant>,
     ) -> Result<RunResult> {
-        let detailed = self.program.run(&RunConfig {
+        let kind = kind.unwrap_or(r.verdict.kind());
+        let path = out.join(summary::replay_name(&id.target, kind, cfg.seed));
+        let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, r)?;
+        reproduce::save(&path, &mut file, &self.target.bytes)?;
+        let detailed = match self.program.run(&RunConfig {
             diagnostics: true,
+            deadline,
             ..cfg.clone()
-        })?;
+        }) {
+            Err(e) if crate::runtime::cancelled(&e) => return Ok(r.clone()),
+            d => d?,
+        };
         if detailed.decisions != r.decisions {
             return Err(crate::internal!(
                 "seed {} did not repeat its schedule with diagnostics on",
@@ -602,9 +615,7 @@ impl Campaign<'_> {
             ));
         }
         let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, &detailed)?;
-        let kind = kind.unwrap_or(detailed.verdict.kind());
-        let name = summary::replay_name(&id.target, kind, cfg.seed);
-        reproduce::save(&out.join(name), &mut file, &self.target.bytes)?;
+        reproduce::save(&path, &mut file, &self.target.bytes)?;
         Ok(detailed)
     }
 
@@ -670,7 +681,7 @@ impl Campaign<'_> {
                 .program
                 .run(&cfg)
                 .with_context(|| format!("seed {}", f.first_seed))?;
-            let detailed = self.write_replay(out, id, &cfg, &r)?;
+            let detailed = self.write_replay(out, id, &cfg, &r, deadline)?;
             failures.push((f.clone(), Some(detailed)));
         }
         // Each distinct race: the replay file of the first run that showed
@@ -701,7 +712,7 @@ impl Campaign<'_> {
                 deadline: None,
                 ..cfg
             };
-            self.write_replay_as(out, id, &cfg, &r, Some(summary::RACE_REPLAY_KIND))?;
+            self.write_replay_as(out, id, &cfg, &r, Some(summary::RACE_REPLAY_KIND), deadline)?;
         }
         Ok(failures)
     }

@@ -222,7 +222,7 @@ pub fn replay_name(target: &str, kind: &str, seed: u64) -> String {
 
 /// The kind in the name of a race's replay file (its run's verdict is
 /// often `pass`: the race is in what the run reports).
-pub const RACE_REPLAY_KIND: &str = "race";
+pub const RACE_REPLAY_KIND: &str = "races";
 
 /// What the replay files of `target` are named after: its file stem.
 pub fn replay_stem(target: &str) -> String {
