@@ -168,6 +168,22 @@ pub fn assert_usage_error(out: &Output, needle: &str) {
 }
 
 /// A fresh temporary directory.
+/// The replay files of a campaign directory's failures (not those of its
+/// data races, `-races-seed<N>`).
+pub fn failure_replays(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "toml")
+                && p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.contains("-seed") && !n.contains("-races-seed")
+                })
+        })
+        .collect()
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }

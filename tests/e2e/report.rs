@@ -39,17 +39,7 @@ fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str
         "fuzz {source}: {}",
         text(&o.stderr)
     );
-    let toml: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "toml")
-                && p.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    n.contains("-seed") && !n.contains("-races-seed")
-                })
-        })
-        .collect();
+    let toml = failure_replays(out);
     assert_eq!(toml.len(), 1, "{toml:?}");
     toml[0].clone()
 }
