@@ -287,7 +287,7 @@ pub fn replay_recorded(rp: &crate::reproduce::Replay) -> Result<Replayed> {
 
 /// The timeline of a replayed run (`all`: library steps too, and every
 /// step of a long run; else a long run keeps the steps the default
-/// [`timeline::Scope`] keeps).
+/// `timeline::Scope` keeps).
 pub fn timeline_of(rp: &crate::reproduce::Replay, r: &RunResult, all: bool) -> Timeline {
     timeline_in(rp, r, all, &timeline::Scope::default())
 }
