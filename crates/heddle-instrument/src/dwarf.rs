@@ -295,19 +295,36 @@ pub enum Owner {
 }
 
 impl DebugInfo {
-    /// Who the instruction at `module_offset` belongs to: an access inlined
-    /// from `core::sync::atomic` into a closure of the program belongs to
-    /// the closure, at the closure's line.
-    pub fn owner(&self, module_offset: u64, code: &CodeOwnership) -> Owner {
+    /// Who the instruction at `module_offset` belongs to. A plain access
+    /// belongs to the innermost user frame of its inlined chain: an access
+    /// inlined from a C++ template into the program's function is the
+    /// program's, at its line; one inlined from Rust's `std` or `alloc` is
+    /// not (safe Rust cannot race through them, and their
+    /// bookkeeping, such as `thread::spawn`'s, is no decision of the
+    /// program's). A synchronisation operation (`sync`) belongs to whoever
+    /// asked for it: the first frame outside the synchronisation wrappers
+    /// ([`is_sync_wrapper_file`]) — the program's `x.load()` or
+    /// `m.lock()` at its line, but not the reference count `Arc::clone` or
+    /// `std::shared_ptr` updates, nor `thread::spawn`'s. An operation inside an
+    /// out-of-line wrapper (`-O0`) is the library's here; the rewriter
+    /// gives each call the program makes to one a copy of its own.
+    pub fn owner(&self, module_offset: u64, code: &CodeOwnership, sync: bool) -> Owner {
         let frames = self.frames(module_offset);
         let last = frames.len().saturating_sub(1);
+        let user = |i: usize, f: &Frame| Owner::User {
+            frame: f.clone(),
+            inlined: i < last,
+        };
         for (i, f) in frames.iter().enumerate() {
             let Some(loc) = &f.loc else { continue };
+            if sync && is_sync_wrapper_file(&loc.file) {
+                continue;
+            }
             if !code.is_library_file(&loc.file) {
-                return Owner::User {
-                    frame: f.clone(),
-                    inlined: i < last,
-                };
+                return user(i, f);
+            }
+            if sync || is_rust_std_file(&loc.file) {
+                return Owner::Library;
             }
         }
         if frames.iter().any(|f| f.loc.is_some()) {
@@ -530,6 +547,35 @@ fn type_size(
     }
 }
 
+/// Whether `path` is one of the layers through which a program asks for
+/// synchronisation: libc++'s `<atomic>` (`std::atomic`, `std::atomic_flag`,
+/// `std::atomic_thread_fence`, in `c++/v1/atomic` and `c++/v1/__atomic/`),
+/// Rust's `core::sync::atomic`, and Rust's `std::sync` (`Mutex`, `RwLock`,
+/// `Condvar`, `Once`, channels) with the `std::sys::sync` code under it. An
+/// atomic, wait or notify in one is the program's own operation, at the
+/// line that called it.
+pub fn is_sync_wrapper_file(path: &str) -> bool {
+    let rust = path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/");
+    path.contains("/c++/v1/__atomic/")
+        || path.ends_with("/c++/v1/atomic")
+        || path.ends_with("/c++/v1/stdatomic.h")
+        || (rust
+            && (path.ends_with("/library/core/src/sync/atomic.rs")
+                || path.contains("/library/std/src/sync/")
+                || path.contains("/library/std/src/sys/sync/")))
+}
+
+/// Whether `path` is a source file of Rust's `std` or `alloc` (or a crate
+/// `std` depends on), precompiled (`/rustc/<commit>/library/…`) or from
+/// rust-src: their internals (a spawn's bookkeeping, `Arc`'s count, a
+/// `Vec`'s buffer) are not the program's accesses even when inlined into
+/// it. `core`'s primitives (`ptr::write`, `Cell`, `mem::swap`) are.
+pub fn is_rust_std_file(path: &str) -> bool {
+    let rust = path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/");
+    path.starts_with("/rust/deps/")
+        || (rust && (path.contains("/library/std/") || path.contains("/library/alloc/")))
+}
+
 /// Whether a compile unit named `name` (compiled in `dir`) belongs to the
 /// toolchain's libraries rather than to the program.
 pub fn is_library_unit(name: &str, dir: &str) -> bool {
@@ -628,6 +674,46 @@ mod tests {
         assert!(o.is_library_file(rust));
         // A relative prefix matches whole components only.
         assert!(o.is_library_file("/root/.cargo/registry/src/i/xfoo-1.0.0/src/lib.rs"));
+    }
+
+    #[test]
+    fn atomic_wrappers_and_rust_std_files() {
+        let v1 = "/root/.cache/heddle/toolchain/sysroot/include/c++/v1";
+        assert!(is_sync_wrapper_file(&format!(
+            "{v1}/__atomic/cxx_atomic_impl.h"
+        )));
+        assert!(is_sync_wrapper_file(&format!("{v1}/atomic")));
+        assert!(is_sync_wrapper_file(
+            "/rustc/0123abcd/library/core/src/sync/atomic.rs"
+        ));
+        assert!(is_sync_wrapper_file(
+            "/rustc/0123abcd/library/std/src/sys/sync/mutex/futex.rs"
+        ));
+        assert!(!is_sync_wrapper_file(
+            "/rustc/0123abcd/library/std/src/thread/mod.rs"
+        ));
+        // Library internals that use atomics are not wrappers.
+        assert!(!is_sync_wrapper_file(&format!(
+            "{v1}/__memory/shared_ptr.h"
+        )));
+        assert!(!is_sync_wrapper_file(
+            "/rustc/0123abcd/library/alloc/src/sync.rs"
+        ));
+        assert!(!is_sync_wrapper_file("/home/u/proj/src/atomic.rs"));
+        // std and alloc are internals; core's primitives and user files are not.
+        assert!(is_rust_std_file(
+            "/rustc/0123abcd/library/std/src/thread/mod.rs"
+        ));
+        assert!(is_rust_std_file(
+            "/rustc/0123abcd/library/alloc/src/vec/mod.rs"
+        ));
+        assert!(is_rust_std_file(
+            "/rust/deps/hashbrown-0.15.2/src/raw/mod.rs"
+        ));
+        assert!(!is_rust_std_file(
+            "/rustc/0123abcd/library/core/src/ptr/mod.rs"
+        ));
+        assert!(!is_rust_std_file("/home/u/library/std/src/main.rs"));
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub mod reuse;
 pub mod rewrite;
 pub mod sites;
 pub mod stack;
+pub mod wrappers;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
@@ -68,7 +69,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 41;
+pub const INSTRUMENTER_VERSION: u32 = 42;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -17,7 +17,7 @@ use super::sites::{
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
 use anyhow::{anyhow, bail, Context, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use wasm_encoder::reencode::Reencode;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, GlobalSection,
@@ -999,6 +999,23 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     let entry_type = rt_type_base + RtImport::COUNT;
     // It follows the adapters.
     let entry_func = thunk_base + plan.thunks.len() as u32;
+    // The copies of atomic wrappers follow it.
+    let copy_base = entry_func + entry.is_some() as u32;
+    let copies = super::wrappers::plan(
+        bytes,
+        facts.imported_funcs,
+        &facts.func_names,
+        debug,
+        filters,
+        copy_base,
+    )
+    .context("malformed WebAssembly module")?;
+    // The bodies of the wrappers copied, with what validates them.
+    type Kept<'b> = (
+        wasmparser::FunctionBody<'b>,
+        wasmparser::FuncToValidate<wasmparser::ValidatorResources>,
+    );
+    let mut kept: HashMap<u32, Kept> = HashMap::new();
 
     let mut features = WasmFeatures::default();
     features.insert(WasmFeatures::THREADS);
@@ -1179,6 +1196,9 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 if entry.is_some() {
                     t.function(entry_type);
                 }
+                for c in &copies.copies {
+                    t.function(facts.func_types[c.wrapper as usize]);
+                }
                 module.section(&t);
             }
             Payload::TableSection(r) => {
@@ -1287,9 +1307,12 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 let wasmparser::ValidPayload::Func(to_validate, _) = valid else {
                     bail!("internal error: code entry without validator");
                 };
-                let fv = to_validate.into_validator(std::mem::take(&mut allocs));
                 let index = defined_index;
                 defined_index += 1;
+                if copies.copies_of(index) {
+                    kept.insert(index, (body.clone(), validate_again(&to_validate)));
+                }
+                let fv = to_validate.into_validator(std::mem::take(&mut allocs));
                 let raw_name = facts.func_names.get(&index).cloned();
                 let name = raw_name
                     .as_deref()
@@ -1321,6 +1344,8 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     plain: user && cfg.granularity == super::Granularity::All && !is_start,
                     catch_thread_start: facts.imports_thread_exit && thread_start_c == Some(index),
                     budget_in_global: cfg.budget_in_global,
+                    asked_at: None,
+                    redirect: copies.calls.get(&index),
                 };
                 let Body {
                     func,
@@ -1422,6 +1447,59 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                             instrumented: false,
                         });
                     }
+                    for (k, c) in copies.copies.iter().enumerate() {
+                        let (body, to_validate) = kept.get(&c.wrapper).expect("a kept wrapper");
+                        let fv =
+                            validate_again(to_validate).into_validator(std::mem::take(&mut allocs));
+                        let index = copy_base + k as u32 - RtImport::COUNT;
+                        let name = facts
+                            .func_names
+                            .get(&c.wrapper)
+                            .map(|n| demangle(n))
+                            .unwrap_or_else(|| format!("func[{}]", c.wrapper));
+                        let ctx = FuncCtx {
+                            memcheck: cfg.memcheck(),
+                            index,
+                            name: &name,
+                            user: true,
+                            attribute: true,
+                            code: &filters.code,
+                            is_start: false,
+                            plain: cfg.granularity == super::Granularity::All,
+                            catch_thread_start: false,
+                            budget_in_global: cfg.budget_in_global,
+                            asked_at: Some(&c.asked_at),
+                            redirect: Some(&c.redirect),
+                        };
+                        let b = rewrite_body(
+                            body,
+                            fv,
+                            &ctx,
+                            &facts,
+                            &mut remap,
+                            budget_global,
+                            debug,
+                            &mut sites,
+                        )?;
+                        allocs = b.allocs;
+                        code.as_mut().expect("code section").function(&b.func);
+                        func_runs.push(b.runs);
+                        if !b.cold_ifs.is_empty() {
+                            hints.function_hints(
+                                index + RtImport::COUNT,
+                                b.cold_ifs.iter().map(|&at| wasm_encoder::BranchHint {
+                                    branch_func_offset: at,
+                                    branch_hint_value: 0,
+                                }),
+                            );
+                        }
+                        funcs.push(FuncInfo {
+                            index,
+                            name,
+                            user: false,
+                            instrumented: false,
+                        });
+                    }
                     // The hint section goes before the code it describes.
                     if !hints.is_empty() {
                         module.section(&hints);
@@ -1490,6 +1568,19 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         data_start: data_start.unwrap_or(1024),
         entry_func: entry.map(|_| entry_func),
     })
+}
+
+/// What validates a function's body once more (a copy of an atomic
+/// wrapper is rewritten from the wrapper's body).
+fn validate_again(
+    v: &wasmparser::FuncToValidate<wasmparser::ValidatorResources>,
+) -> wasmparser::FuncToValidate<wasmparser::ValidatorResources> {
+    wasmparser::FuncToValidate {
+        resources: v.resources.clone(),
+        index: v.index,
+        ty: v.ty,
+        features: v.features,
+    }
 }
 
 /// A number type as the encoder spells it (None for vectors and
@@ -1610,6 +1701,12 @@ struct FuncCtx<'a> {
     plain: bool,
     /// Replace the start routine's `call_indirect` with `call_catching`.
     catch_thread_start: bool,
+    /// In a copy of an atomic wrapper made for one call of the program's
+    /// ([`crate::wrappers`]): the frame that asked for its operations.
+    asked_at: Option<&'a crate::dwarf::Frame>,
+    /// Calls redirected to copies of atomic wrappers: original offset of
+    /// the call → the copy's function index.
+    redirect: Option<&'a HashMap<usize, u32>>,
     /// See [`Config::budget_in_global`].
     budget_in_global: bool,
 }
@@ -1733,8 +1830,10 @@ fn rewrite_body<'a>(
     // Whose code an instruction is (see `FuncCtx::attribute`).
     // An instruction's owner is asked for twice (whether it is a yield
     // point, then for its site): the last answer is kept.
-    let last_owner: std::cell::RefCell<Option<(usize, Owner)>> = Default::default();
-    let owner = |offset: usize| -> Owner {
+    // A synchronisation operation in a copy of an atomic wrapper
+    // (`FuncCtx::asked_at`) is the caller's, at its line.
+    let last_owner: std::cell::RefCell<Option<(usize, bool, Owner)>> = Default::default();
+    let owner = |offset: usize, sync: bool| -> Owner {
         if !ctx.user {
             return Owner::Library;
         }
@@ -1742,16 +1841,23 @@ fn rewrite_body<'a>(
             return Owner::Unknown;
         }
         let mut last = last_owner.borrow_mut();
-        match &*last {
-            Some((at, o)) if *at == offset => o.clone(),
+        let o = match &*last {
+            Some((at, s, o)) if *at == offset && *s == sync => o.clone(),
             _ => {
-                let o = debug.owner(offset as u64, ctx.code);
-                *last = Some((offset, o.clone()));
+                let o = debug.owner(offset as u64, ctx.code, sync);
+                *last = Some((offset, sync, o.clone()));
                 o
             }
+        };
+        match (o, ctx.asked_at) {
+            (Owner::Library, Some(frame)) if sync => Owner::User {
+                frame: frame.clone(),
+                inlined: true,
+            },
+            (o, _) => o,
         }
     };
-    let is_user_op = |offset: usize| !matches!(owner(offset), Owner::Library);
+    let is_user_op = |offset: usize| !matches!(owner(offset, false), Owner::Library);
     // A library compare-exchange that takes a lock ([`Site::takes_lock`]).
     let takes_lock = |kind: SiteKind, func_name: &str, offset: usize| {
         kind == SiteKind::Cmpxchg
@@ -1771,8 +1877,22 @@ fn rewrite_body<'a>(
                     callee: Option<String>|
      -> u32 {
         let id = sites.len() as u32;
-        let (user, loc, func_name) = match owner(offset) {
-            Owner::User { frame, inlined } if frame.loc.as_ref().is_some_and(|l| l.line > 0) => {
+        let sync = atomic
+            || matches!(
+                kind,
+                SiteKind::Rmw
+                    | SiteKind::Cmpxchg
+                    | SiteKind::Fence
+                    | SiteKind::Wait
+                    | SiteKind::Notify
+            );
+        let (user, loc, func_name) = match owner(offset, sync) {
+            // A synchronisation operation whose line the compiler merged
+            // away (two stores of one variable become one) is still the
+            // program's, in its function.
+            Owner::User { frame, inlined }
+                if frame.loc.as_ref().is_some_and(|l| l.line > 0 || sync) =>
+            {
                 let name = match frame.function {
                     Some(f) if inlined => f,
                     _ => ctx.name.to_string(),
@@ -2096,6 +2216,10 @@ fn rewrite_body<'a>(
                     type_index,
                     table_index: facts.adapted_table,
                 });
+            }
+            Operator::Call { .. } if ctx.redirect.is_some_and(|r| r.contains_key(&offset)) => {
+                em.mark(orig, false);
+                em.ins(Instruction::Call(ctx.redirect.expect("redirect")[&offset]));
             }
             _ => {
                 em.mark(orig, false);

@@ -1,0 +1,182 @@
+//! Copies of atomic wrappers, one per call the program makes to one.
+//!
+//! At `-O0` a C++ `x.load()` or a Rust `x.fetch_add(1, …)` or `m.lock()` is
+//! a call to an out-of-line function of libc++'s `<atomic>` or Rust's
+//! `core::sync::atomic` or `std::sync` ([`dwarf::is_sync_wrapper_file`]),
+//! which calls
+//! the next wrapper down until one holds the atomic instruction. Its DWARF
+//! line is the wrapper's, so the operation would be the library's, while at
+//! `-O2` the same operation is inlined into the program's function at the
+//! program's line. So that both builds have the same decision at the same
+//! line, each call from the program's code to a wrapper gets a copy of the
+//! wrappers it reaches, whose synchronisation operations are the program's
+//! at the calling line; calls from library code keep the original.
+//!
+//! The plan is worked out before the module is rewritten: the copies'
+//! types go in the function section, their bodies after every other
+//! function.
+
+use crate::dwarf::{self, DebugInfo, Frame, Owner};
+use crate::Filters;
+use anyhow::Result;
+use std::collections::{BTreeMap, HashMap};
+use wasmparser::{Operator, Parser, Payload};
+
+/// Most copies a module gets (beyond that, operations stay the library's).
+pub const MAX_COPIES: usize = 20_000;
+
+/// One copy of a wrapper.
+#[derive(Debug, Clone)]
+pub struct Copy {
+    /// The wrapper copied (index in the original module).
+    pub wrapper: u32,
+    /// The frame of the program's that asked for its operations.
+    pub asked_at: Frame,
+    /// Its calls to other wrappers, redirected: original offset of the call
+    /// → the function index (in the instrumented module) of their copy.
+    pub redirect: HashMap<usize, u32>,
+}
+
+/// The copies of a module and the calls redirected to them.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The copies, in the order their functions follow the module's.
+    pub copies: Vec<Copy>,
+    /// Per function of the program (original index): its calls redirected
+    /// to copies (original offset → function index of the copy).
+    pub calls: HashMap<u32, HashMap<usize, u32>>,
+}
+
+impl Plan {
+    /// Whether function `index` (original) is copied: its body is needed
+    /// again after the module's own functions.
+    pub fn copies_of(&self, index: u32) -> bool {
+        self.copies.iter().any(|c| c.wrapper == index)
+    }
+}
+
+/// A defined function as the plan sees it.
+struct Func {
+    /// Whether it is an atomic wrapper (its own frame is in one).
+    wrapper: bool,
+    /// Whether it is user code.
+    user: bool,
+    /// Its direct calls: (original offset, callee).
+    calls: Vec<(usize, u32)>,
+}
+
+/// Works out the copies of `bytes`' wrappers: the first copy's index in the
+/// instrumented module is `base`. `func_names` are the raw names of the
+/// name section.
+pub fn plan(
+    bytes: &[u8],
+    imported_funcs: u32,
+    func_names: &BTreeMap<u32, String>,
+    debug: &DebugInfo,
+    filters: &Filters,
+    base: u32,
+) -> Result<Plan> {
+    let mut funcs: Vec<Func> = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        let Payload::CodeSectionEntry(body) = payload? else {
+            continue;
+        };
+        let index = imported_funcs + funcs.len() as u32;
+        let mut reader = body.get_operators_reader()?;
+        let first = reader.original_position() as u64;
+        let mut calls = Vec::new();
+        while !reader.eof() {
+            let (op, offset) = reader.read_with_offset()?;
+            if let Operator::Call { function_index } = op {
+                if function_index >= imported_funcs {
+                    calls.push((offset, function_index));
+                }
+            }
+        }
+        let own = debug.frames(first).pop();
+        let file = own
+            .as_ref()
+            .and_then(|f| f.loc.as_ref())
+            .map(|l| l.file.clone());
+        let wrapper = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file);
+        let range = body.range();
+        let raw = func_names.get(&index);
+        let name = raw.map(|r| dwarf::demangle(r)).unwrap_or_default();
+        let user = !wrapper && {
+            let dwarf_user =
+                debug.is_user_function(range.start as u64..range.end as u64, &filters.code);
+            filters.is_user(
+                dwarf_user,
+                raw.map(String::as_str).unwrap_or(&name),
+                &name,
+                file.as_deref(),
+            )
+        };
+        funcs.push(Func {
+            wrapper,
+            user,
+            calls: if wrapper || user { calls } else { Vec::new() },
+        });
+    }
+    let defined = |f: u32| {
+        f.checked_sub(imported_funcs)
+            .and_then(|i| funcs.get(i as usize))
+    };
+    let is_wrapper = |f: u32| defined(f).is_some_and(|f| f.wrapper);
+
+    let mut plan = Plan::default();
+    for (i, f) in funcs.iter().enumerate() {
+        if !f.user {
+            continue;
+        }
+        let caller = imported_funcs + i as u32;
+        for &(offset, callee) in &f.calls {
+            if !is_wrapper(callee) || plan.copies.len() >= MAX_COPIES {
+                continue;
+            }
+            let Owner::User { frame, inlined } = debug.owner(offset as u64, &filters.code, true)
+            else {
+                continue;
+            };
+            if !frame.loc.as_ref().is_some_and(|l| l.line > 0) {
+                continue;
+            }
+            let mut asked_at = frame;
+            if !inlined {
+                let name = func_names.get(&caller).map(|r| dwarf::demangle(r));
+                asked_at.function = name.or(asked_at.function);
+            }
+            // The wrappers this call reaches, each copied once for it.
+            let mut copy_of: HashMap<u32, u32> = HashMap::new();
+            let mut todo = vec![callee];
+            let first = plan.copies.len();
+            while let Some(w) = todo.pop() {
+                if copy_of.contains_key(&w) {
+                    continue;
+                }
+                copy_of.insert(w, base + plan.copies.len() as u32);
+                plan.copies.push(Copy {
+                    wrapper: w,
+                    asked_at: asked_at.clone(),
+                    redirect: HashMap::new(),
+                });
+                if let Some(func) = defined(w) {
+                    todo.extend(func.calls.iter().map(|c| c.1).filter(|&c| is_wrapper(c)));
+                }
+            }
+            for c in &mut plan.copies[first..] {
+                let func = defined(c.wrapper).expect("a defined wrapper");
+                c.redirect = func
+                    .calls
+                    .iter()
+                    .filter_map(|&(o, callee)| Some((o, *copy_of.get(&callee)?)))
+                    .collect();
+            }
+            plan.calls
+                .entry(caller)
+                .or_default()
+                .insert(offset, copy_of[&callee]);
+        }
+    }
+    Ok(plan)
+}
