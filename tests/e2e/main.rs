@@ -22,6 +22,7 @@ mod races;
 mod report;
 mod rust;
 mod rust_sync;
+mod site_table;
 mod strategies;
 mod suites;
 mod toolchain;
