@@ -317,7 +317,9 @@ impl DebugInfo {
         };
         for (i, f) in frames.iter().enumerate() {
             let Some(loc) = &f.loc else { continue };
-            if sync && is_sync_wrapper_file(&loc.file) {
+            // `core`'s glue between the program and a wrapper
+            // (`drop_in_place` running a guard's `Drop`) is transparent.
+            if sync && (is_sync_wrapper_file(&loc.file) || is_rust_core_file(&loc.file)) {
                 continue;
             }
             if !code.is_library_file(&loc.file) {
@@ -563,6 +565,13 @@ pub fn is_sync_wrapper_file(path: &str) -> bool {
             && (path.ends_with("/library/core/src/sync/atomic.rs")
                 || path.contains("/library/std/src/sync/")
                 || path.contains("/library/std/src/sys/sync/")))
+}
+
+/// Whether `path` is a source file of Rust's `core`, precompiled or from
+/// rust-src.
+pub fn is_rust_core_file(path: &str) -> bool {
+    (path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/"))
+        && path.contains("/library/core/")
 }
 
 /// Whether `path` is a source file of Rust's `std` or `alloc` (or a crate

@@ -138,7 +138,7 @@ pub fn plan(
             else {
                 continue;
             };
-            if !frame.loc.as_ref().is_some_and(|l| l.line > 0) {
+            if frame.loc.as_ref().is_none_or(|l| l.line == 0) {
                 continue;
             }
             let mut asked_at = frame;
