@@ -552,19 +552,51 @@ fn type_size(
 /// Whether `path` is one of the layers through which a program asks for
 /// synchronisation: libc++'s `<atomic>` (`std::atomic`, `std::atomic_flag`,
 /// `std::atomic_thread_fence`, in `c++/v1/atomic` and `c++/v1/__atomic/`),
+/// `<mutex>`, `<condition_variable>` and `<shared_mutex>` (`lock_guard`,
+/// `unique_lock`, `scoped_lock`),
 /// Rust's `core::sync::atomic`, and Rust's `std::sync` (`Mutex`, `RwLock`,
 /// `Condvar`, `Once`, channels) with the `std::sys::sync` code under it. An
 /// atomic, wait or notify in one is the program's own operation, at the
 /// line that called it.
 pub fn is_sync_wrapper_file(path: &str) -> bool {
     let rust = path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/");
-    path.contains("/c++/v1/__atomic/")
-        || path.ends_with("/c++/v1/atomic")
-        || path.ends_with("/c++/v1/stdatomic.h")
+    const LIBCXX: &[&str] = &[
+        "/c++/v1/__atomic/",
+        "/c++/v1/__mutex/",
+        "/c++/v1/__condition_variable/",
+    ];
+    const LIBCXX_HEADERS: &[&str] = &[
+        "/c++/v1/atomic",
+        "/c++/v1/stdatomic.h",
+        "/c++/v1/mutex",
+        "/c++/v1/condition_variable",
+        "/c++/v1/shared_mutex",
+    ];
+    LIBCXX.iter().any(|d| path.contains(d))
+        || LIBCXX_HEADERS.iter().any(|h| path.ends_with(h))
         || (rust
             && (path.ends_with("/library/core/src/sync/atomic.rs")
                 || path.contains("/library/std/src/sync/")
                 || path.contains("/library/std/src/sys/sync/")))
+}
+
+/// Whether the function named `name` (demangled) is one of libc++'s
+/// compiled synchronisation classes, which call the C library's lock,
+/// unlock and wait (`std::mutex::lock`, `std::condition_variable::wait`):
+/// libc++ is built without line information, so they are known by name.
+pub fn is_sync_wrapper_function(name: &str) -> bool {
+    const CLASSES: &[&str] = &[
+        "mutex::",
+        "recursive_mutex::",
+        "timed_mutex::",
+        "recursive_timed_mutex::",
+        "condition_variable::",
+        "__shared_mutex_base::",
+        "shared_timed_mutex::",
+    ];
+    name.strip_prefix("std::__1::")
+        .or_else(|| name.strip_prefix("std::"))
+        .is_some_and(|rest| CLASSES.iter().any(|c| rest.starts_with(c)))
 }
 
 /// Whether `path` is a source file of Rust's `core`, precompiled or from
@@ -709,6 +741,13 @@ mod tests {
             "/rustc/0123abcd/library/alloc/src/sync.rs"
         ));
         assert!(!is_sync_wrapper_file("/home/u/proj/src/atomic.rs"));
+        assert!(is_sync_wrapper_file(&format!("{v1}/__mutex/lock_guard.h")));
+        assert!(is_sync_wrapper_function("std::__1::mutex::lock()"));
+        assert!(is_sync_wrapper_function(
+            "std::__1::condition_variable::wait(std::__1::unique_lock<std::__1::mutex>&)"
+        ));
+        assert!(!is_sync_wrapper_function("std::__1::thread::join()"));
+        assert!(!is_sync_wrapper_function("my::mutex::lock()"));
         // std and alloc are internals; core's primitives and user files are not.
         assert!(is_rust_std_file(
             "/rustc/0123abcd/library/std/src/thread/mod.rs"

@@ -1840,6 +1840,13 @@ fn rewrite_body<'a>(
         if !ctx.attribute {
             return Owner::Unknown;
         }
+        // In a copy every synchronisation is the caller's.
+        if let (Some(frame), true) = (ctx.asked_at, sync) {
+            return Owner::User {
+                frame: frame.clone(),
+                inlined: true,
+            };
+        }
         let mut last = last_owner.borrow_mut();
         let o = match &*last {
             Some((at, s, o)) if *at == offset && *s == sync => o.clone(),
@@ -1849,15 +1856,10 @@ fn rewrite_body<'a>(
                 o
             }
         };
-        match (o, ctx.asked_at) {
-            (Owner::Library, Some(frame)) if sync => Owner::User {
-                frame: frame.clone(),
-                inlined: true,
-            },
-            (o, _) => o,
-        }
+        o
     };
     let is_user_op = |offset: usize| !matches!(owner(offset, false), Owner::Library);
+    let is_user_sync = |offset: usize| !matches!(owner(offset, true), Owner::Library);
     // A library compare-exchange that takes a lock ([`Site::takes_lock`]).
     let takes_lock = |kind: SiteKind, func_name: &str, offset: usize| {
         kind == SiteKind::Cmpxchg
@@ -1877,6 +1879,9 @@ fn rewrite_body<'a>(
                     callee: Option<String>|
      -> u32 {
         let id = sites.len() as u32;
+        // Thread creation and join keep the innermost user frame: a
+        // `std::thread` built by `vector::emplace_back` is created at the
+        // program's `emplace_back` line.
         let sync = atomic
             || matches!(
                 kind,
@@ -1885,6 +1890,11 @@ fn rewrite_body<'a>(
                     | SiteKind::Fence
                     | SiteKind::Wait
                     | SiteKind::Notify
+                    | SiteKind::Lock
+                    | SiteKind::Unlock
+                    | SiteKind::CondWait
+                    | SiteKind::Barrier
+                    | SiteKind::Once
             );
         let (user, loc, func_name) = match owner(offset, sync) {
             // A synchronisation operation whose line the compiler merged
@@ -2120,7 +2130,7 @@ fn rewrite_body<'a>(
                 if !ctx.is_start
                     && lock_call(facts, function_index).is_some_and(|(kind, ..)| {
                         matches!(kind, SiteKind::ThreadCreate | SiteKind::ThreadJoin)
-                            || is_user_op(offset)
+                            || is_user_sync(offset)
                     }) =>
             {
                 let (kind, arg, nparams, has_result) =

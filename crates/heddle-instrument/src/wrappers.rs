@@ -98,10 +98,11 @@ pub fn plan(
             .as_ref()
             .and_then(|f| f.loc.as_ref())
             .map(|l| l.file.clone());
-        let wrapper = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file);
         let range = body.range();
         let raw = func_names.get(&index);
         let name = raw.map(|r| dwarf::demangle(r)).unwrap_or_default();
+        let wrapper = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
+            || dwarf::is_sync_wrapper_function(&name);
         let user = !wrapper && {
             let dwarf_user =
                 debug.is_user_function(range.start as u64..range.end as u64, &filters.code);
