@@ -194,6 +194,12 @@ pub fn tempdir() -> tempfile::TempDir {
 /// version; returns the module's path. Adds the target with rustup if the
 /// compiler lacks it.
 pub fn rust_build(source: &str) -> PathBuf {
+    rust_build_at(source, "2")
+}
+
+/// [`rust_build`] at `-C opt-level=LEVEL` (`0`: a debug build; `2`: what
+/// `-O` and a release build use).
+pub fn rust_build_at(source: &str, level: &str) -> PathBuf {
     const TARGET: &str = "wasm32-wasip1-threads";
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,20 +210,23 @@ pub fn rust_build(source: &str) -> PathBuf {
         .expect("run rustc -vV");
     let mut key = std::fs::read(&path).unwrap_or_else(|e| panic!("{source}: {e}"));
     key.extend_from_slice(&version.stdout);
+    key.extend_from_slice(level.as_bytes());
     let hash = heddle::paths::sha256_hex(&key);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rust-programs");
     std::fs::create_dir_all(&dir).expect("cache dir");
     let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
     let out = dir.join(format!("{stem}-{}.wasm", &hash[..12]));
+    let tmp = dir.join(format!("{stem}-O{level}.tmp.wasm"));
     if out.is_file() {
         return out;
     }
     let compile = || {
         Command::new("rustc")
-            .args(["--edition", "2021", "--target", TARGET, "-g", "-O"])
+            .args(["--edition", "2021", "--target", TARGET, "-g", "-C"])
+            .arg(format!("opt-level={level}"))
             .arg(&path)
             .arg("-o")
-            .arg(dir.join(format!("{stem}.tmp.wasm")))
+            .arg(&tmp)
             .output()
             .expect("run rustc")
     };
@@ -233,6 +242,6 @@ pub fn rust_build(source: &str) -> PathBuf {
         "rustc {source} failed:\n{}",
         text(&o.stderr)
     );
-    std::fs::rename(dir.join(format!("{stem}.tmp.wasm")), &out).expect("rename module");
+    std::fs::rename(&tmp, &out).expect("rename module");
     out
 }

@@ -149,6 +149,36 @@ fn show(keys: &BTreeSet<&Key>) -> String {
         .collect()
 }
 
+/// The Rust builds compared: `-C opt-level=0` (debug) and `2` (release).
+const RUST_LEVELS: [&str; 2] = ["0", "2"];
+
+/// Builds the Rust program `name` (under `tests/programs/opt/`) at each of
+/// [`RUST_LEVELS`], checks that it passes, and compares its synchronisation
+/// sites with `expected` and with each other.
+fn check_rust(name: &str, expected: &[(&str, u32, &str)]) {
+    let source = format!("tests/programs/opt/{name}");
+    let want: BTreeSet<Key> = expected
+        .iter()
+        .map(|(kind, line, func)| (name.to_string(), *line, kind.to_string(), func.to_string()))
+        .collect();
+    let got: BTreeMap<&str, BTreeSet<Key>> = RUST_LEVELS
+        .iter()
+        .map(|&level| {
+            let module = rust_build_at(&source, level);
+            let run = heddle_out(&["run", module.to_str().unwrap(), "-q"]);
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{name} opt-level={level} does not pass:\n{}{}",
+                text(&run.stdout),
+                text(&run.stderr)
+            );
+            (level, sync_sites(&module))
+        })
+        .collect();
+    compare(name, &want, &got);
+}
+
 /// Builds `name` (under `tests/programs/opt/`) at every level and compares
 /// each build's synchronisation sites with `expected` — (kind, line,
 /// function) on lines of the program's own file — and with each other.
@@ -166,8 +196,14 @@ fn check(name: &str, expected: &[(&str, u32, &str)]) {
         .copied()
         .zip(par_map(&LEVELS, |level| build_and_list(&source, level)))
         .collect();
+    compare(name, &want, &got);
+}
+
+/// Compares each build's synchronisation sites (`got`, by build) with
+/// `want` and with each other.
+fn compare(name: &str, want: &BTreeSet<Key>, got: &BTreeMap<&str, BTreeSet<Key>>) {
     let mut report = String::new();
-    for (level, sites) in &got {
+    for (level, sites) in got {
         let missing: BTreeSet<&Key> = want.difference(sites).collect();
         let extra: BTreeSet<&Key> = sites.difference(&want).collect();
         if missing.is_empty() && extra.is_empty() {
@@ -301,4 +337,41 @@ fn lock_sites_are_the_same_at_every_level() {
             ("unlock", 53, "record"),
         ],
     );
+}
+
+/// Rust atomics through a helper type, a `Mutex` and a `Condvar`: each
+/// operation at its own line in debug and release builds. A lock's sites
+/// are its compare-exchange, its wait and what it reads spinning; an unlock
+/// (a guard dropped by `drop`, or at the end of its scope) its swap and its
+/// wake; a `Condvar::wait` all of those (it unlocks, waits and locks).
+#[test]
+fn rust_sync_sites_are_the_same_in_debug_and_release() {
+    let lock = |line: u32, func: &'static str| {
+        [
+            ("CAS", line, func),
+            ("RMW", line, func),
+            ("atomic-R", line, func),
+            ("wait", line, func),
+        ]
+    };
+    let unlock = |line: u32, func: &'static str| [("RMW", line, func), ("notify", line, func)];
+    let push = "sync_rust::Queue::push";
+    let pop = "sync_rust::Queue::pop";
+    let mut expected: Vec<(&str, u32, &str)> = vec![
+        ("RMW", 18, "sync_rust::Stats::hit"),
+        ("atomic-R", 19, "sync_rust::Stats::hit"),
+        ("CAS", 21, "sync_rust::Stats::hit"),
+        ("fence", 29, "sync_rust::Stats::finish"),
+        ("atomic-W", 30, "sync_rust::Stats::finish"),
+        ("atomic-R", 80, "sync_rust::main"),
+        ("atomic-R", 81, "sync_rust::main"),
+    ];
+    expected.extend(lock(41, push));
+    expected.extend(unlock(43, push));
+    expected.extend(unlock(44, push));
+    expected.extend(lock(48, pop));
+    expected.extend(lock(50, pop));
+    expected.push(("notify", 50, pop));
+    expected.extend(unlock(53, pop));
+    check_rust("sync_rust.rs", &expected);
 }

@@ -57,10 +57,13 @@ impl Plan {
 
 /// A defined function as the plan sees it.
 struct Func {
-    /// Whether it is an atomic wrapper (its own frame is in one).
+    /// Whether it is a synchronisation wrapper (its own frame is in one, or
+    /// it is `core` glue that calls one).
     wrapper: bool,
     /// Whether it is user code.
     user: bool,
+    /// Whether it is Rust `core` code (copied when it leads to a wrapper).
+    glue: bool,
     /// Its direct calls: (original offset, callee).
     calls: Vec<(usize, u32)>,
 }
@@ -103,6 +106,7 @@ pub fn plan(
         let name = raw.map(|r| dwarf::demangle(r)).unwrap_or_default();
         let wrapper = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
             || dwarf::is_sync_wrapper_function(&name);
+        let glue = !wrapper && file.as_deref().is_some_and(dwarf::is_rust_core_file);
         let user = !wrapper && {
             let dwarf_user =
                 debug.is_user_function(range.start as u64..range.end as u64, &filters.code);
@@ -116,8 +120,33 @@ pub fn plan(
         funcs.push(Func {
             wrapper,
             user,
-            calls: if wrapper || user { calls } else { Vec::new() },
+            glue,
+            calls: if wrapper || user || glue {
+                calls
+            } else {
+                Vec::new()
+            },
         });
+    }
+    // `core`'s glue that leads to a wrapper (`drop_in_place` of a
+    // `MutexGuard`, `mem::drop`) is copied with it, so that a guard
+    // dropped at `-O0` unlocks at the program's line as it does inlined.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..funcs.len() {
+            if funcs[i].glue && !funcs[i].wrapper {
+                let leads = funcs[i].calls.iter().any(|&(_, c)| {
+                    c.checked_sub(imported_funcs)
+                        .and_then(|j| funcs.get(j as usize))
+                        .is_some_and(|f| f.wrapper)
+                });
+                if leads {
+                    funcs[i].wrapper = true;
+                    changed = true;
+                }
+            }
+        }
     }
     let defined = |f: u32| {
         f.checked_sub(imported_funcs)
