@@ -88,12 +88,15 @@ pub fn plan(
         let mut reader = body.get_operators_reader()?;
         let first = reader.original_position() as u64;
         let mut calls = Vec::new();
+        let mut loops = false;
         while !reader.eof() {
             let (op, offset) = reader.read_with_offset()?;
-            if let Operator::Call { function_index } = op {
-                if function_index >= imported_funcs {
+            match op {
+                Operator::Call { function_index } if function_index >= imported_funcs => {
                     calls.push((offset, function_index));
                 }
+                Operator::Loop { .. } => loops = true,
+                _ => {}
             }
         }
         let own = debug.frames(first).pop();
@@ -104,8 +107,13 @@ pub fn plan(
         let range = body.range();
         let raw = func_names.get(&index);
         let name = raw.map(|r| dwarf::demangle(r)).unwrap_or_default();
-        let wrapper = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
-            || dwarf::is_sync_wrapper_function(&name);
+        // A wrapper that loops is the library's slow path (Rust's
+        // `Mutex::lock_contended` spinning, then waiting): its retries are
+        // not the program's decisions, and it is not copied (inlined, it
+        // is not either: `#[cold]` keeps it out of line at every level).
+        let wrapper = !loops
+            && (file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
+                || dwarf::is_sync_wrapper_function(&name));
         let glue = !wrapper && file.as_deref().is_some_and(dwarf::is_rust_core_file);
         let user = !wrapper && {
             let dwarf_user =
