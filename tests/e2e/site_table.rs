@@ -205,7 +205,7 @@ fn compare(name: &str, want: &BTreeSet<Key>, got: &BTreeMap<&str, BTreeSet<Key>>
     let mut report = String::new();
     for (level, sites) in got {
         let missing: BTreeSet<&Key> = want.difference(sites).collect();
-        let extra: BTreeSet<&Key> = sites.difference(&want).collect();
+        let extra: BTreeSet<&Key> = sites.difference(want).collect();
         if missing.is_empty() && extra.is_empty() {
             continue;
         }

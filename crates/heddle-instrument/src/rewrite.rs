@@ -1848,15 +1848,14 @@ fn rewrite_body<'a>(
             };
         }
         let mut last = last_owner.borrow_mut();
-        let o = match &*last {
+        match &*last {
             Some((at, s, o)) if *at == offset && *s == sync => o.clone(),
             _ => {
                 let o = debug.owner(offset as u64, ctx.code, sync);
                 *last = Some((offset, sync, o.clone()));
                 o
             }
-        };
-        o
+        }
     };
     let is_user_op = |offset: usize| !matches!(owner(offset, false), Owner::Library);
     let is_user_sync = |offset: usize| !matches!(owner(offset, true), Owner::Library);
@@ -1916,7 +1915,30 @@ fn rewrite_body<'a>(
             ),
         };
         let takes_lock = !user && takes_lock(kind, &func_name, offset);
-        let private = decides_nothing(kind, atomic, user, &func_name, callee.as_deref());
+        // A synchronisation of a library's internals no call of the
+        // program's asked for: no decision (`sites::decides_nothing`).
+        let internal = sync
+            && !user
+            && !takes_lock
+            && matches!(
+                kind,
+                SiteKind::Read
+                    | SiteKind::Write
+                    | SiteKind::Rmw
+                    | SiteKind::Cmpxchg
+                    | SiteKind::Fence
+                    | SiteKind::Wait
+                    | SiteKind::Notify
+            )
+            && {
+                let file = debug
+                    .frames(offset as u64)
+                    .into_iter()
+                    .find_map(|f| f.loc.map(|l| l.file));
+                super::sites::is_library_internal_file(file.as_deref(), ctx.name)
+            };
+        let private =
+            internal || decides_nothing(kind, atomic, user, &func_name, callee.as_deref());
         sites.push(Site {
             id,
             func: ctx.index,

@@ -186,7 +186,16 @@ pub struct Site {
 ///   `wasi.thread-spawn` import it calls: everything between the call and
 ///   the new thread's existence is the library's bookkeeping, and the
 ///   decision is made where the spawn returns to the parent, with the new
-///   thread among the candidates.
+///   thread among the candidates;
+/// - a synchronisation operation of the internals of Rust's standard
+///   library or libc++ that no call of the program's asked for
+///   ([`is_library_internal_file`]): `thread::spawn`'s and `std::thread`'s
+///   handshakes, `Arc`'s and `shared_ptr`'s counts, the environment's lock,
+///   a lock's contended path spinning before it waits. The program sees
+///   them only through what its own synchronisation (a site of its own)
+///   then observes, as shuttle and loom decide only at the program's own
+///   operations. A thread that passes many such points in a row (a spin)
+///   is given a decision now and then all the same (the runtime's bound).
 pub fn decides_nothing(
     kind: SiteKind,
     atomic: bool,
@@ -202,6 +211,24 @@ pub fn decides_nothing(
         }
         SiteKind::Notify | SiteKind::Wait => !user && is_c_library_sync_function(func_name),
         _ => false,
+    }
+}
+
+/// Whether a source file (or, for code without line information, a
+/// demangled function name) belongs to the internals of Rust's `std`,
+/// `core` or `alloc` or of libc++, where a synchronisation operation the
+/// program did not ask for is no decision ([`decides_nothing`]).
+pub fn is_library_internal_file(file: Option<&str>, func_name: &str) -> bool {
+    match file {
+        Some(f) => {
+            f.starts_with("/rustc/")
+                || f.starts_with("/rust/deps/")
+                || f.contains("/rustlib/src/rust/library/")
+                || f.contains("/c++/v1/")
+                || f.contains("/libcxx/")
+                || f.contains("/libcxxabi/")
+        }
+        None => func_name.starts_with("std::__1::") || func_name.starts_with("__cxxabiv1::"),
     }
 }
 

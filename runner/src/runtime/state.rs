@@ -138,6 +138,9 @@ pub struct ThreadRec {
     /// [`RunState::announces`]): its next yield point runs without a
     /// decision of its own.
     announced: bool,
+    /// Private yield points it passed in a row without a decision
+    /// ([`MAX_PRIVATE_RUN`]).
+    private_run: u32,
 }
 
 /// What a decision reads of one thread, in [`RunState::slots`]: the
@@ -218,6 +221,7 @@ impl ThreadRec {
             word_op: None,
             word_stack: Vec::new(),
             announced: false,
+            private_run: 0,
         }
     }
 }
@@ -558,6 +562,12 @@ const CANCEL_CHECK: u64 = 1 << 16;
 /// Steps a thread kept waiting too long is run for before the strategy
 /// decides again (fewer when it spins, blocks or ends).
 const FAIR_BURST: u32 = 256;
+
+/// Most private yield points (`SiteInfo::private`) a thread passes in a row
+/// before one is a decision all the same: a library spinning through its
+/// own atomics (a contended lock's path before it waits, a crate's spin
+/// loop) cannot keep the other threads from running.
+const MAX_PRIVATE_RUN: u32 = 256;
 
 /// What a run leaves to the next run on the same memory: buffers whose
 /// capacity, never their contents, carries over (a run's allocations are a
@@ -1569,13 +1579,19 @@ impl RunState {
         // (`SiteInfo::private`) make no decision either. Unless the thread
         // is about to wait for a held lock (`pthread_create`'s thread-list
         // lock, held by an exiting thread): it must not go on.
+        // A thread that spins through private points (a library's
+        // contended path) still meets a decision every MAX_PRIVATE_RUN.
+        let th = &self.threads[tid as usize];
+        let private = self.private(&p) && th.private_run < MAX_PRIVATE_RUN;
         if self.ready.len() == 1
-            || ((self.threads[tid as usize].announced || self.private(&p))
-                && waits_for_lock(&self.info, self.guest(), &p).is_none())
+            || ((th.announced || private) && waits_for_lock(&self.info, self.guest(), &p).is_none())
         {
+            let th = &mut self.threads[tid as usize];
+            th.private_run = if private { th.private_run + 1 } else { 0 };
             self.executed(tid, false)?;
             return Ok(false);
         }
+        self.threads[tid as usize].private_run = 0;
         let cands = self.candidates();
         // A thread waiting for a held lock is not among them.
         let can_go_on = cands.iter().any(|c| c.tid == tid);
