@@ -14,6 +14,7 @@ mod explore;
 mod instrument;
 mod library;
 mod long_report;
+mod many;
 mod memcheck;
 mod plans;
 mod portable;

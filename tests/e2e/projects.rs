@@ -78,7 +78,13 @@ fn hunt_with(dir: &Path, module: &str, extra: &[&str], needle: &str) -> String {
     let replay: PathBuf = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "toml") && !p.ends_with("campaign.toml"))
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            // The failure's replay, not that of a run that only raced.
+            p.extension().is_some_and(|x| x == "toml")
+                && name != "campaign.toml"
+                && !name.contains("-races-")
+        })
         .expect("a replay file");
     let replay_once = || {
         let o = heddle()

@@ -99,16 +99,25 @@ pub struct ThreadRec {
     pub status: Status,
     pub start_arg: u32,
     pub name: Option<String>,
-    last_read: (u32, u64),
-    /// Its last few reads (address, step), most recent first, and how many
-    /// reads in a row re-read one of them that nobody wrote since: a loop
-    /// that polls several words (Rust's `mpsc` channels) spins without
-    /// re-reading the one it read last.
-    recent_reads: [(u32, u64); RECENT_READS],
+    /// Its last read: (address, site, step).
+    last_read: (u32, SiteId, u64),
+    /// Its last few reads (address, site, step), most recent first, and how
+    /// many reads in a row re-read one of them, at the same site, that
+    /// nobody wrote since: a loop that polls several words (Rust's `mpsc`
+    /// channels) spins without re-reading the one it read last. Only the
+    /// same instruction counts: code that loads a variable at each use (at
+    /// `-O0`, `t[n - 1]` after `i < n - 1`) reads it again at another
+    /// site without waiting for anything.
+    recent_reads: [(u32, SiteId, u64); RECENT_READS],
     reread_streak: u32,
     /// (address, value there) at this thread's last read-modify-write or
     /// compare-exchange, until it stores to that address another way.
     last_rmw: Option<(u32, u64)>,
+    /// The step of its last plain store or thread creation: a re-read
+    /// after one is not a poll. A loop that stores (its counter, at `-O0`)
+    /// or creates a thread each time round re-reads its bound, which
+    /// nobody writes, and yet it works rather than waits.
+    worked_at: u64,
     /// Whether its pending event was seen to spin (unlike `spinning`, not
     /// cleared once reported).
     spins: bool,
@@ -193,9 +202,9 @@ impl ThreadRec {
     /// slot's spinning hint is cleared by the caller).
     fn forget_spin(&mut self, step: u64) {
         self.spins = false;
-        self.last_read = (u32::MAX, step);
+        self.last_read = (u32::MAX, NO_SITE, step);
         self.last_rmw = None;
-        self.recent_reads = [(u32::MAX, step); RECENT_READS];
+        self.recent_reads = [(u32::MAX, NO_SITE, step); RECENT_READS];
         self.reread_streak = 0;
     }
 
@@ -204,10 +213,11 @@ impl ThreadRec {
             status: Status::Ready,
             start_arg,
             name: None,
-            last_read: (u32::MAX, 0),
-            recent_reads: [(u32::MAX, 0); RECENT_READS],
+            last_read: (u32::MAX, NO_SITE, 0),
+            recent_reads: [(u32::MAX, NO_SITE, 0); RECENT_READS],
             reread_streak: 0,
             last_rmw: None,
+            worked_at: 0,
             spins: false,
             wake_result: 0,
             block_site: NO_SITE,
@@ -980,6 +990,7 @@ impl RunState {
             .flatten()
             .map(|v| (p.addr, v));
         let th = &mut self.threads[tid as usize];
+        let worked_at = th.worked_at;
         let spinning = match p.kind {
             EventKind::Rmw | EventKind::Cmpxchg => {
                 let same = rmw_seen.is_some() && th.last_rmw == rmw_seen;
@@ -993,24 +1004,37 @@ impl RunState {
                 {
                     th.last_rmw = None;
                 }
+                th.worked_at = steps;
+                false
+            }
+            EventKind::Spawn => {
+                th.worked_at = steps;
                 false
             }
             EventKind::Read => {
                 let slot = Self::hash_slot(p.addr);
+                // Nobody wrote the word since `step`, and this thread
+                // neither stored nor created a thread since: it only polls.
                 let unwritten_since = |step: u64| {
-                    self.write_stamp[slot] <= self.stamp_base + step && solo_epoch <= step
+                    self.write_stamp[slot] <= self.stamp_base + step
+                        && solo_epoch <= step
+                        && worked_at <= step
                 };
-                let (last_addr, last_step) = th.last_read;
-                th.last_read = (p.addr, steps);
-                let again = last_addr == p.addr && unwritten_since(last_step);
+                let (last_addr, last_site, last_step) = th.last_read;
+                th.last_read = (p.addr, p.site, steps);
+                let again =
+                    last_addr == p.addr && last_site == p.site && unwritten_since(last_step);
                 // A re-read of one of the last few words read, unwritten
                 // since; two in a row make a polling loop.
-                let seen = th.recent_reads.iter().position(|&(a, _)| a == p.addr);
-                let reread = seen.is_some_and(|i| unwritten_since(th.recent_reads[i].1));
+                let seen = th
+                    .recent_reads
+                    .iter()
+                    .position(|&(a, s, _)| a == p.addr && s == p.site);
+                let reread = seen.is_some_and(|i| unwritten_since(th.recent_reads[i].2));
                 th.reread_streak = if reread { th.reread_streak + 1 } else { 0 };
                 let i = seen.unwrap_or(RECENT_READS - 1);
                 th.recent_reads.copy_within(0..i, 1);
-                th.recent_reads[0] = (p.addr, steps);
+                th.recent_reads[0] = (p.addr, p.site, steps);
                 again || th.reread_streak >= 2
             }
             // A fence between the polls of a spin loop is part of the spin.
