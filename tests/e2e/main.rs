@@ -21,6 +21,7 @@ mod portable;
 mod projects;
 mod races;
 mod report;
+mod runs_to_bug;
 mod rust;
 mod rust_sync;
 mod site_table;
