@@ -17,10 +17,9 @@
 # 10 searches, how many found it, and the wall seconds of the 10 searches
 # (after one warm-up run that compiles the build into heddle's cache).
 # The same 10 seeds and the same cap for every target, large ones
-# included: 7.5 min (451 s) with the release build on a 2-core machine
-# shared with a build, 80% of it in the searches of check_then_read and
-# two_stage at -O0, which give up (one search of two_stage 100 at -O0 is
-# 13 s); every other row takes 0.3-2 s.
+# included: 36 s with the release build on a 2-core machine (2026-12-07);
+# a search that gives up (20,000 runs of two_stage 100 at -O0) takes about
+# 13 s.
 #
 # Without --check it (re)writes benches/runs-to-bug.baseline (one line
 # per program and build: median and found count). With --check it leaves
