@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs to the first bug, as a regression bench: every bundled target whose
 # plain build has a bug (targets/targets.toml, `buggy` other than `pass`)
-# at -O0, -O1 and -O2, and the Rust bugs (each case of
+# and the test programs with a bug (tests/programs/opt/drain_cas.cpp,
+# tests/programs/many/) at -O0, -O1 and -O2, and the Rust bugs (each case of
 # benches/programs/rust/peer_bugs.rs, and tests/programs/rust/abba.rs)
 # built debug (`-C opt-level=0`) and release (`-C opt-level=2`). Each is
 # searched by `heddle fuzz` with the default portfolio on one core from 10
@@ -60,6 +61,15 @@ for t in tomllib.load(open("targets/targets.toml", "rb"))["target"]:
         continue
     for level in ("-O0", "-O1", "-O2"):
         print(t["name"], level, t["buggy"], "targets/" + t["source"], *t.get("args", []), sep="\t")
+# Test programs with a bug of their own (held-out shapes: a std::atomic CAS
+# tally, benchmark-style many-thread pools).
+tests = [("drain_cas", "assertion", "tests/programs/opt/drain_cas.cpp")]
+tests += [(name, "assertion", f"tests/programs/many/{name}.c")
+          for name in ("reorder_pool", "twostage_heap", "pair_args", "stage_index",
+                       "transfer_pool")]
+for name, kind, source in tests:
+    for level in ("-O0", "-O1", "-O2"):
+        print(name, level, kind, source, sep="\t")
 rust = [("peer_bugs.rs:" + case, kind, "peer_bugs", case)
         for case, kind in [("lost_update", "panic"), ("check_then_act", "panic"),
                            ("double_init", "panic"), ("lost_wakeup", "deadlock"),
