@@ -1267,6 +1267,13 @@ fn own_stack_frame_accesses_are_not_sites_unless_the_frame_escapes() {
             "no site at inst_stack.c:{line} ({marker}) in shared_sum: {shared:#?}"
         );
     }
+    // printf reads its variadic arguments from the frame but keeps no
+    // pointer to it: the frame does not escape.
+    let printing = access_sites(t, "printing_sum");
+    assert!(
+        printing.is_empty(),
+        "printing_sum's own-frame accesses are sites: {printing:#?}"
+    );
     // The thread reaches the escaped frame through its argument.
     assert!(
         !access_sites(t, "doubler").is_empty(),

@@ -7,7 +7,10 @@
  *            its loads and stores are not yield points either.
  * shared_sum: an array on its stack frame whose address is handed to another
  *             thread through pthread_create's argument; its loads and stores
- *             stay yield points. */
+ *             stay yield points.
+ * printing_sum: scalars on its own frame, printed as it goes: printf is
+ *             given a pointer to its variadic arguments in the frame, but
+ *             keeps none, so the frame does not escape. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -27,6 +30,16 @@ int local_sum(int seed) {
         arr[i] = seed + i; /* LOCAL_STORE */
     for (int i = 0; i < N; i++)
         sum += arr[i]; /* LOCAL_LOAD */
+    return sum;
+}
+
+int printing_sum(int n) {
+    int sum = 0;
+    for (int i = 0; i < n; i++) {
+        sum += i; /* PRINTING */
+        if (i == n - 1)
+            printf("sum so far %d after %d\n", sum, i);
+    }
     return sum;
 }
 
@@ -54,6 +67,10 @@ int main(void) {
     int s = scalar_sum(N);
     int a = local_sum(1);
     int b = shared_sum(1);
+    int p = printing_sum(N);
     printf("scalar %d local %d shared %d\n", s, a, b);
-    return s == 3 * N * (N - 1) / 2 && a == N + N * (N - 1) / 2 && b == 2 * a ? 0 : 1;
+    return s == 3 * N * (N - 1) / 2 && a == N + N * (N - 1) / 2 && b == 2 * a &&
+                   p == N * (N - 1) / 2
+               ? 0
+               : 1;
 }

@@ -1777,7 +1777,19 @@ fn rewrite_body<'a>(
                 | Operator::Delegate { .. }
         );
         let depth = fv.control_stack_height();
-        let access = frame.step(&op, arity, depth, class.and_then(|c| c.addr_use()));
+        let keeps_nothing = match op {
+            Operator::Call { function_index } => facts
+                .func_names
+                .get(&function_index)
+                .is_some_and(|n| super::stack::keeps_no_pointer(n)),
+            _ => false,
+        };
+        let access = if keeps_nothing {
+            frame.call_keeping_nothing(arity);
+            None
+        } else {
+            frame.step(&op, arity, depth, class.and_then(|c| c.addr_use()))
+        };
         fv.op(offset, &op)
             .with_context(|| format!("invalid WebAssembly module: function {}", ctx.index))?;
         frame.sync_height(fv.operand_stack_height() as usize);

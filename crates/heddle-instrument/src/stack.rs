@@ -201,6 +201,21 @@ impl FrameAnalysis {
         None
     }
 
+    /// Steps over a call, with `arity` (pops, pushes), to a function that
+    /// reads or writes through its pointer arguments only while it runs and
+    /// keeps none of them ([`keeps_no_pointer`]): the frame does not escape
+    /// through it (at `-O0` every `printf` is passed a pointer to the
+    /// variadic arguments in the caller's frame).
+    pub fn call_keeping_nothing(&mut self, arity: Option<(u32, u32)>) {
+        let (pops, pushes) = arity.unwrap_or((self.stack.len() as u32, 0));
+        for _ in 0..pops {
+            self.pop();
+        }
+        for _ in 0..pushes {
+            self.stack.push(Prov::Other);
+        }
+    }
+
     /// Re-synchronises the shadow stack with the validator's real height
     /// (after control flow and unreachable code).
     pub fn sync_height(&mut self, height: usize) {
@@ -260,4 +275,51 @@ impl FrameAnalysis {
             .map(|&(a, b)| is_frame(a) && b.is_none_or(is_frame))
             .collect()
     }
+}
+
+/// Whether the C library function `name` keeps none of its pointer
+/// arguments once it returns (formatted output and input, string and
+/// memory functions): passing it a pointer into the frame is no escape.
+pub fn keeps_no_pointer(name: &str) -> bool {
+    matches!(
+        name,
+        "printf"
+            | "fprintf"
+            | "sprintf"
+            | "snprintf"
+            | "dprintf"
+            | "vprintf"
+            | "vfprintf"
+            | "vsprintf"
+            | "vsnprintf"
+            | "scanf"
+            | "sscanf"
+            | "fscanf"
+            | "vscanf"
+            | "vsscanf"
+            | "vfscanf"
+            | "puts"
+            | "fputs"
+            | "fwrite"
+            | "fread"
+            | "strlen"
+            | "strnlen"
+            | "strcmp"
+            | "strncmp"
+            | "strcpy"
+            | "strncpy"
+            | "strcat"
+            | "strncat"
+            | "memcpy"
+            | "memmove"
+            | "memset"
+            | "memcmp"
+            | "atoi"
+            | "atol"
+            | "strtol"
+            | "strtoul"
+            | "strtoll"
+            | "strtoull"
+            | "strtod"
+    )
 }
