@@ -559,7 +559,7 @@ fn type_size(
 /// atomic, wait or notify in one is the program's own operation, at the
 /// line that called it.
 pub fn is_sync_wrapper_file(path: &str) -> bool {
-    let rust = path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/");
+    let rust = is_rust_toolchain_path(path);
     const LIBCXX: &[&str] = &[
         "/c++/v1/__atomic/",
         "/c++/v1/__mutex/",
@@ -602,8 +602,14 @@ pub fn is_sync_wrapper_function(name: &str) -> bool {
 /// Whether `path` is a source file of Rust's `core`, precompiled or from
 /// rust-src.
 pub fn is_rust_core_file(path: &str) -> bool {
-    (path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/"))
-        && path.contains("/library/core/")
+    is_rust_toolchain_path(path) && path.contains("/library/core/")
+}
+
+/// Whether `path` is a source file of Rust's own libraries (`std`, `core`,
+/// `alloc`, …), precompiled (`/rustc/<commit>/library/…`) or from rust-src
+/// (`…/rustlib/src/rust/library/…`).
+pub fn is_rust_toolchain_path(path: &str) -> bool {
+    path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/")
 }
 
 /// Whether `path` is a source file of Rust's `std` or `alloc` (or a crate
@@ -612,9 +618,9 @@ pub fn is_rust_core_file(path: &str) -> bool {
 /// `Vec`'s buffer) are not the program's accesses even when inlined into
 /// it. `core`'s primitives (`ptr::write`, `Cell`, `mem::swap`) are.
 pub fn is_rust_std_file(path: &str) -> bool {
-    let rust = path.starts_with("/rustc/") || path.contains("/rustlib/src/rust/");
     path.starts_with("/rust/deps/")
-        || (rust && (path.contains("/library/std/") || path.contains("/library/alloc/")))
+        || (is_rust_toolchain_path(path)
+            && (path.contains("/library/std/") || path.contains("/library/alloc/")))
 }
 
 /// Whether a compile unit named `name` (compiled in `dir`) belongs to the

@@ -999,7 +999,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     let entry_type = rt_type_base + RtImport::COUNT;
     // It follows the adapters.
     let entry_func = thunk_base + plan.thunks.len() as u32;
-    // The copies of atomic wrappers follow it.
+    // The copies of synchronisation wrappers follow it.
     let copy_base = entry_func + entry.is_some() as u32;
     let copies = super::wrappers::plan(
         bytes,
@@ -1701,10 +1701,10 @@ struct FuncCtx<'a> {
     plain: bool,
     /// Replace the start routine's `call_indirect` with `call_catching`.
     catch_thread_start: bool,
-    /// In a copy of an atomic wrapper made for one call of the program's
+    /// In a copy of a synchronisation wrapper made for one call of the program's
     /// ([`crate::wrappers`]): the frame that asked for its operations.
     asked_at: Option<&'a crate::dwarf::Frame>,
-    /// Calls redirected to copies of atomic wrappers: original offset of
+    /// Calls redirected to copies of synchronisation wrappers: original offset of
     /// the call → the copy's function index.
     redirect: Option<&'a HashMap<usize, u32>>,
     /// See [`Config::budget_in_global`].
@@ -1842,7 +1842,7 @@ fn rewrite_body<'a>(
     // Whose code an instruction is (see `FuncCtx::attribute`).
     // An instruction's owner is asked for twice (whether it is a yield
     // point, then for its site): the last answer is kept.
-    // A synchronisation operation in a copy of an atomic wrapper
+    // A synchronisation operation in a copy of a synchronisation wrapper
     // (`FuncCtx::asked_at`) is the caller's, at its line.
     let last_owner: std::cell::RefCell<Option<(usize, bool, Owner)>> = Default::default();
     let owner = |offset: usize, sync: bool| -> Owner {

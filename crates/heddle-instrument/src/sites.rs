@@ -221,9 +221,8 @@ pub fn decides_nothing(
 pub fn is_library_internal_file(file: Option<&str>, func_name: &str) -> bool {
     match file {
         Some(f) => {
-            f.starts_with("/rustc/")
+            crate::dwarf::is_rust_toolchain_path(f)
                 || f.starts_with("/rust/deps/")
-                || f.contains("/rustlib/src/rust/library/")
                 || f.contains("/c++/v1/")
                 || f.contains("/libcxx/")
                 || f.contains("/libcxxabi/")

@@ -1,4 +1,5 @@
-//! Copies of atomic wrappers, one per call the program makes to one.
+//! Copies of synchronisation wrappers, one per call the program makes to
+//! one.
 //!
 //! At `-O0` a C++ `x.load()` or a Rust `x.fetch_add(1, …)` or `m.lock()` is
 //! a call to an out-of-line function of libc++'s `<atomic>` or Rust's
@@ -19,7 +20,7 @@
 use crate::dwarf::{self, DebugInfo, Frame, Owner};
 use crate::Filters;
 use anyhow::Result;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use wasmparser::{Operator, Parser, Payload};
 
 /// Most copies a module gets (beyond that, operations stay the library's).
@@ -42,6 +43,8 @@ pub struct Copy {
 pub struct Plan {
     /// The copies, in the order their functions follow the module's.
     pub copies: Vec<Copy>,
+    /// The wrappers copied (original indices).
+    copied: BTreeSet<u32>,
     /// Per function of the program (original index): its calls redirected
     /// to copies (original offset → function index of the copy).
     pub calls: HashMap<u32, HashMap<usize, u32>>,
@@ -51,7 +54,7 @@ impl Plan {
     /// Whether function `index` (original) is copied: its body is needed
     /// again after the module's own functions.
     pub fn copies_of(&self, index: u32) -> bool {
-        self.copies.iter().any(|c| c.wrapper == index)
+        self.copied.contains(&index)
     }
 }
 
@@ -193,6 +196,7 @@ pub fn plan(
                     continue;
                 }
                 copy_of.insert(w, base + plan.copies.len() as u32);
+                plan.copied.insert(w);
                 plan.copies.push(Copy {
                     wrapper: w,
                     asked_at: asked_at.clone(),
