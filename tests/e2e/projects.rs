@@ -75,16 +75,10 @@ fn hunt_with(dir: &Path, module: &str, extra: &[&str], needle: &str) -> String {
         text(&o.stderr)
     );
     assert!(stdout.contains(needle), "{module}: {stdout}");
-    let replay: PathBuf = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            // The failure's replay, not that of a run that only raced.
-            p.extension().is_some_and(|x| x == "toml")
-                && name != "campaign.toml"
-                && !name.contains("-races-")
-        })
+    // The failure's replay, not that of a run that only raced.
+    let replay: PathBuf = failure_replays(&out)
+        .into_iter()
+        .next()
         .expect("a replay file");
     let replay_once = || {
         let o = heddle()
