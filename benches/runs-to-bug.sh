@@ -2,7 +2,8 @@
 # Runs to the first bug, as a regression bench: every bundled target whose
 # plain build has a bug (targets/targets.toml, `buggy` other than `pass`)
 # and the test programs with a bug (tests/programs/opt/drain_cas.cpp,
-# tests/programs/many/) at -O0, -O1 and -O2, and the Rust bugs (each case of
+# tests/programs/many/) at -O0, -O1 and -O2 and over both the -O1 and -O0
+# builds in one campaign (`--opt 1,0`, build `O1+O0`), and the Rust bugs (each case of
 # benches/programs/rust/peer_bugs.rs, and tests/programs/rust/abba.rs)
 # built debug (`-C opt-level=0`) and release (`-C opt-level=2`). Each is
 # searched by `heddle fuzz` with the default portfolio on one core from 10
@@ -56,19 +57,22 @@ trap 'rm -rf "$work"' EXIT
 # program build expected-kind target args... (tab-separated; args last)
 rows=$(python3 - <<'PY'
 import tomllib
+# O1+O0: one campaign alternating the -O1 and -O0 builds (`--opt 1,0`).
+LEVELS = ("-O0", "-O1", "-O2", "O1+O0")
 for t in tomllib.load(open("targets/targets.toml", "rb"))["target"]:
     if t["buggy"] == "pass":
         continue
-    for level in ("-O0", "-O1", "-O2"):
+    for level in LEVELS:
         print(t["name"], level, t["buggy"], "targets/" + t["source"], *t.get("args", []), sep="\t")
 # Test programs with a bug of their own (held-out shapes: a std::atomic CAS
 # tally, benchmark-style many-thread pools).
-tests = [("drain_cas", "assertion", "tests/programs/opt/drain_cas.cpp")]
+tests = [("drain_cas", "assertion", "tests/programs/opt/drain_cas.cpp"),
+         ("double_fetch", "heap-overflow", "tests/programs/opt/double_fetch.c")]
 tests += [(name, "assertion", f"tests/programs/many/{name}.c")
           for name in ("reorder_pool", "twostage_heap", "pair_args", "stage_index",
                        "transfer_pool")]
 for name, kind, source in tests:
-    for level in ("-O0", "-O1", "-O2"):
+    for level in LEVELS:
         print(name, level, kind, source, sep="\t")
 rust = [("peer_bugs.rs:" + case, kind, "peer_bugs", case)
         for case, kind in [("lost_update", "panic"), ("check_then_act", "panic"),
@@ -126,6 +130,7 @@ while IFS=$'\t' read -r -a row; do
     flags=()
     case $build in
     -O*) flags=(--cflag "$build") ;;
+    O1+O0) flags=(--opt 1,0) ;;
     *) target=$(rust_module "$target" "$build") ;;
     esac
     # Warm-up: compiles the build into heddle's cache.

@@ -490,14 +490,7 @@ pub fn run_test(h: &Harness, test: &TestCase, s: &Settings) -> Result<TestResult
         return Ok(TestResult::unsupported(&label, &test.name, SHOULD_PANIC));
     }
     let portfolio: Portfolio = crate::fuzz::calibrated_portfolio(&h.program, &base, &s.strategy)?;
-    let c = Campaign {
-        target: &h.target,
-        program: &h.program,
-        base,
-        portfolio,
-        plan: s.plan,
-        keep_going: s.keep_going,
-    };
+    let c = Campaign::single(&h.target, &h.program, base, portfolio, s.plan, s.keep_going);
     let out = s.exec.out.join(&label).join(test_dir_name(&test.name));
     let opts = exec::Options {
         out: out.clone(),

@@ -5,7 +5,7 @@
 //! [`FuzzReport`], which the text output, the JSON document, JUnit and
 //! SARIF are rendered from.
 
-use crate::campaign::exec::{self, Campaign, Outcome};
+use crate::campaign::exec::{self, Build, Campaign, Outcome};
 use crate::campaign::{Portfolio, SeedPlan};
 use crate::report::campaign as report;
 use crate::report::json::{FailureDoc, RaceDoc};
@@ -15,16 +15,24 @@ use crate::target::Target;
 use anyhow::Result;
 use std::path::PathBuf;
 
-/// A campaign that owns its target and program, its portfolio calibrated.
-pub struct Fuzz {
+/// One build of a fuzzed target: the module and its calibrated portfolio.
+pub struct FuzzBuild {
+    /// How summaries name the build (`O0`); empty for a campaign of one.
+    pub label: String,
     /// The target (named in replay files and reports).
     pub target: Target,
     /// The compiled program.
     pub program: Program,
+    /// The portfolio, each member calibrated on this build (PCT's `k`).
+    pub portfolio: Portfolio,
+}
+
+/// A campaign that owns its builds of the target, each portfolio calibrated.
+pub struct Fuzz {
+    /// The builds the campaign alternates (at least one).
+    pub builds: Vec<FuzzBuild>,
     /// Run configuration; `seed` and `strategy` are set per run.
     pub base: RunConfig,
-    /// The portfolio, each member calibrated (PCT's `k`).
-    pub portfolio: Portfolio,
     /// Which seeds to run.
     pub plan: SeedPlan,
     /// Whether to collect every failure (else stop at the first).
@@ -61,29 +69,67 @@ impl Fuzz {
         plan: SeedPlan,
         keep_going: bool,
     ) -> Result<Fuzz> {
-        let portfolio = calibrated_portfolio(&program, &base, strategy)?;
+        Fuzz::of_builds(
+            vec![(String::new(), target, program)],
+            base,
+            strategy,
+            plan,
+            keep_going,
+        )
+    }
+
+    /// A campaign that alternates several builds of one target, each named
+    /// by its label (`O0`, `O1`), the portfolio calibrated on each.
+    pub fn of_builds(
+        builds: Vec<(String, Target, Program)>,
+        base: RunConfig,
+        strategy: &str,
+        plan: SeedPlan,
+        keep_going: bool,
+    ) -> Result<Fuzz> {
+        let mut out = Vec::new();
+        for (label, target, program) in builds {
+            let portfolio = calibrated_portfolio(&program, &base, strategy)?;
+            out.push(FuzzBuild {
+                label,
+                target,
+                program,
+                portfolio,
+            });
+        }
+        anyhow::ensure!(!out.is_empty(), "a campaign needs at least one build");
         // A deadline bounds calibration only; the campaign has its own.
         let base = RunConfig {
             deadline: None,
             ..base
         };
         Ok(Fuzz {
-            target,
-            program,
+            builds: out,
             base,
-            portfolio,
             plan,
             keep_going,
         })
     }
 
+    /// The target the campaign is named after (its first build).
+    pub fn target(&self) -> &Target {
+        &self.builds[0].target
+    }
+
     /// The campaign driver's view of this campaign.
     pub fn campaign(&self) -> Campaign<'_> {
         Campaign {
-            target: &self.target,
-            program: &self.program,
+            builds: self
+                .builds
+                .iter()
+                .map(|b| Build {
+                    label: b.label.clone(),
+                    target: &b.target,
+                    program: &b.program,
+                    portfolio: b.portfolio.clone(),
+                })
+                .collect(),
             base: self.base.clone(),
-            portfolio: self.portfolio.clone(),
             plan: self.plan,
             keep_going: self.keep_going,
         }
@@ -167,7 +213,7 @@ impl FuzzReport {
     /// The name of the target's test case in JUnit (its file stem).
     pub fn target_name(&self) -> String {
         self.fuzz
-            .target
+            .target()
             .given
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

@@ -256,18 +256,12 @@ fn run_check(
     }
     let portfolio = calibrated_portfolio(&program, &base, strategy)?;
     let dir = out.join(format!("{}-{variant}", e.name));
-    let c = exec::Campaign {
-        target: &t,
-        program: &program,
-        base,
-        portfolio,
-        plan: SeedPlan {
-            seed_start: 0,
-            runs: Some(seeds),
-            shard: Shard::WHOLE,
-        },
-        keep_going: false,
+    let plan = SeedPlan {
+        seed_start: 0,
+        runs: Some(seeds),
+        shard: Shard::WHOLE,
     };
+    let c = exec::Campaign::single(&t, &program, base, portfolio, plan, false);
     let o = c.run(&exec::Options {
         jobs,
         time_budget: None,

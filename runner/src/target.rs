@@ -48,6 +48,51 @@ pub enum TargetError {
     },
 }
 
+/// Parses a list of optimisation levels (`0,1`, `0,2,s`) into the clang
+/// flags that choose them (`-O0`, `-O1`), in the order given.
+pub fn parse_opt_levels(spec: &str) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for l in spec.split(',') {
+        let l = l.trim().trim_start_matches("-O");
+        if !matches!(l, "0" | "1" | "2" | "3" | "s" | "z" | "g") {
+            anyhow::bail!(
+                "bad optimisation level `{l}` in `{spec}` (expected a list of 0, 1, 2, 3, s, z, g, e.g. 0,1)"
+            );
+        }
+        let flag = format!("-O{l}");
+        if out.contains(&flag) {
+            anyhow::bail!("optimisation level {l} is listed twice in `{spec}`");
+        }
+        out.push(flag);
+    }
+    Ok(out)
+}
+
+/// Loads a C/C++ source once per optimisation flag of `levels` (from
+/// [`parse_opt_levels`]), each build labelled `O0`, `O1`, ….
+pub fn load_builds(
+    path: &Path,
+    cflags: &[String],
+    levels: &[String],
+) -> Result<Vec<(String, Target)>> {
+    if path.exists() && !path.is_dir() && !cc::is_source(path) {
+        anyhow::bail!(
+            "--opt builds a C/C++ source at several levels, but {} is a module: give its source, or drop --opt",
+            path.display()
+        );
+    }
+    if cc::compile::has_opt_level(cflags) {
+        anyhow::bail!("--opt chooses the optimisation levels: drop the -O flag from --cflag");
+    }
+    let mut out = Vec::new();
+    for flag in levels {
+        let mut f = cflags.to_vec();
+        f.push(flag.clone());
+        out.push((flag.trim_start_matches('-').to_string(), load(path, &f)?));
+    }
+    Ok(out)
+}
+
 /// A target module, loaded.
 #[derive(Debug, Clone)]
 pub struct Target {

@@ -919,3 +919,146 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+/// `--opt 1,0` alternates two builds of a source in one campaign: a double
+/// fetch that only the -O0 build keeps (-O1 reads the length once) is found,
+/// named with its build in the text, the JSON document and the summary; its
+/// replay file ships the -O0 module; the -O1 build alone does not find it.
+#[test]
+fn fuzz_over_builds_finds_what_one_build_has() {
+    let dir = tempdir();
+    let d = |n: &str| dir.path().join(n);
+    let src = "tests/programs/opt/double_fetch.c";
+    let out = heddle_out(&[
+        "fuzz",
+        src,
+        "--opt",
+        "1,0",
+        "--runs",
+        "400",
+        "-j",
+        "2",
+        "--out",
+        p(&d("both")),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("over builds O1,O0"), "{stdout}");
+    assert!(stdout.contains("(O0 build): heap-overflow"), "{stdout}");
+    let summary = summary_text(&d("both"));
+    assert!(summary.contains("@O0"), "{summary}");
+    let replays = failure_replays(&d("both"));
+    assert_eq!(replays.len(), 1, "{replays:?}");
+    let file = std::fs::read_to_string(&replays[0]).unwrap();
+    assert!(file.contains("\"-O0\""), "{file}");
+    let replayed = heddle_out(&["replay", p(&replays[0])]);
+    assert_eq!(
+        replayed.status.code(),
+        Some(1),
+        "{}",
+        text(&replayed.stderr)
+    );
+    assert!(text(&replayed.stdout).contains("heap-overflow"));
+    // The JSON document names the build.
+    let json = heddle_out(&[
+        "fuzz",
+        src,
+        "--opt",
+        "1,0",
+        "--runs",
+        "400",
+        "-j",
+        "1",
+        "--format",
+        "json",
+        "--out",
+        p(&d("json")),
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(doc["failures"][0]["build"], "O0", "{doc}");
+    // The same seeds on the -O1 build alone: the length is read once.
+    let one = heddle_out(&[
+        "fuzz",
+        src,
+        "--cflag",
+        "-O1",
+        "--runs",
+        "400",
+        "-j",
+        "2",
+        "--out",
+        p(&d("o1")),
+    ]);
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stdout));
+    // A resumed campaign over the same builds continues it.
+    let more = heddle_out(&[
+        "fuzz",
+        src,
+        "--opt",
+        "1,0",
+        "--runs",
+        "400",
+        "-j",
+        "2",
+        "--keep-going",
+        "--out",
+        p(&d("resume")),
+    ]);
+    assert_eq!(more.status.code(), Some(1));
+    let again = heddle_out(&[
+        "fuzz",
+        src,
+        "--opt",
+        "1,0",
+        "--runs",
+        "800",
+        "-j",
+        "2",
+        "--keep-going",
+        "--resume",
+        "--out",
+        p(&d("resume")),
+    ]);
+    assert!(
+        text(&again.stdout).contains("(800 runs in the campaign)"),
+        "{}",
+        text(&again.stdout)
+    );
+    let other = heddle_out(&[
+        "fuzz",
+        src,
+        "--opt",
+        "0,1",
+        "--runs",
+        "800",
+        "--resume",
+        "--out",
+        p(&d("resume")),
+    ]);
+    assert_usage_error(&other, "different campaign");
+}
+
+/// `--opt` refuses what it cannot build, in one line naming what to do.
+#[test]
+fn fuzz_over_builds_refuses_bad_levels() {
+    let src = "tests/programs/opt/double_fetch.c";
+    assert_usage_error(
+        &heddle_out(&["fuzz", src, "--opt", "0,4"]),
+        "bad optimisation level `4`",
+    );
+    assert_usage_error(
+        &heddle_out(&["fuzz", src, "--opt", "0,-O0"]),
+        "listed twice",
+    );
+    assert_usage_error(
+        &heddle_out(&["fuzz", src, "--opt", "0,1", "--cflag", "-O2"]),
+        "drop the -O flag",
+    );
+    let dir = tempdir();
+    let module = dir.path().join("m.wasm");
+    std::fs::write(&module, target_module("race_bank.c", false)).unwrap();
+    assert_usage_error(
+        &heddle_out(&["fuzz", p(&module), "--opt", "0,1"]),
+        "give its source, or drop --opt",
+    );
+}

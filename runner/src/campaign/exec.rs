@@ -26,20 +26,56 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One campaign, ready to run.
-pub struct Campaign<'a> {
+/// One build of a campaign's target: the module its seeds run, and the
+/// portfolio calibrated on it.
+pub struct Build<'a> {
+    /// How summaries name the build (`O0`); empty when the campaign has
+    /// only one.
+    pub label: String,
     /// The target (for replay files).
     pub target: &'a Target,
     /// The compiled program.
     pub program: &'a Program,
+    /// The portfolio, calibrated on this build.
+    pub portfolio: Portfolio,
+}
+
+/// One campaign, ready to run.
+///
+/// A campaign runs one or several builds of a target (`heddle fuzz --opt
+/// 0,1`), every build with the same portfolio spec. Seed `s` runs *member*
+/// `s mod (builds × strategies)` of the campaign: build `member /
+/// strategies`, strategy `member mod strategies` — so the builds alternate
+/// in blocks of one seed per strategy, and a campaign of one build assigns
+/// seeds exactly as a portfolio does.
+pub struct Campaign<'a> {
+    /// The builds, at least one; all portfolios have the same length.
+    pub builds: Vec<Build<'a>>,
     /// Run configuration; `seed` and `strategy` are set per run.
     pub base: RunConfig,
-    /// The portfolio, calibrated.
-    pub portfolio: Portfolio,
     /// Which seeds to run.
     pub plan: SeedPlan,
     /// Whether to collect every failure (else stop at the first).
     pub keep_going: bool,
+}
+
+/// A campaign member's name split into its strategy and, in a campaign of
+/// several builds, the build's label (`pos+stall@O0`).
+pub fn split_member(name: &str) -> (&str, Option<&str>) {
+    match name.rsplit_once('@') {
+        Some((strategy, label)) => (strategy, Some(label)),
+        None => (name, None),
+    }
+}
+
+/// What runs one seed of a campaign.
+pub struct Assigned<'c, 'a> {
+    /// The campaign member: the index of the strategy across builds.
+    pub member: usize,
+    /// The build the seed runs.
+    pub build: &'c Build<'a>,
+    /// The strategy it runs under (calibrated).
+    pub strategy: String,
 }
 
 /// How to run a campaign.
@@ -161,15 +197,104 @@ impl Fold {
     }
 }
 
-impl Campaign<'_> {
+impl<'a> Campaign<'a> {
+    /// A campaign of one build.
+    pub fn single(
+        target: &'a Target,
+        program: &'a Program,
+        base: RunConfig,
+        portfolio: Portfolio,
+        plan: SeedPlan,
+        keep_going: bool,
+    ) -> Campaign<'a> {
+        Campaign {
+            builds: vec![Build {
+                label: String::new(),
+                target,
+                program,
+                portfolio,
+            }],
+            base,
+            plan,
+            keep_going,
+        }
+    }
+
+    /// The first build: what the campaign is named after.
+    pub fn first(&self) -> &Build<'a> {
+        &self.builds[0]
+    }
+
+    /// Strategies per build.
+    fn strategies(&self) -> usize {
+        self.first().portfolio.members.len().max(1)
+    }
+
+    /// The build and strategy that run `seed`.
+    pub fn assign(&self, seed: u64) -> Assigned<'_, 'a> {
+        let per = self.strategies();
+        let member = (seed % (per * self.builds.len()) as u64) as usize;
+        let build = &self.builds[member / per];
+        Assigned {
+            member,
+            build,
+            strategy: build.portfolio.members[member % per].clone(),
+        }
+    }
+
+    /// Where each build's sites start in the campaign's site list.
+    fn site_bases(&self) -> Vec<usize> {
+        let mut bases = Vec::new();
+        let mut n = 0;
+        for b in &self.builds {
+            bases.push(n);
+            n += b.program.sites.sites.len();
+        }
+        bases
+    }
+
+    /// The campaign's sites: each build's, in build order, named with the
+    /// build's label when there are several.
+    fn site_names(&self) -> Vec<SiteName> {
+        let several = self.builds.len() > 1;
+        self.builds
+            .iter()
+            .flat_map(|b| {
+                site_names(b.program).into_iter().map(move |mut s| {
+                    if several {
+                        s.name = format!("[{}] {}", b.label, s.name);
+                    }
+                    s
+                })
+            })
+            .collect()
+    }
+
     /// The campaign's identity.
     pub fn identity(&self) -> Identity {
+        let several = self.builds.len() > 1;
+        let join = |f: &dyn Fn(&Build) -> String| -> String {
+            let v: Vec<String> = self.builds.iter().map(f).collect();
+            v.join(",")
+        };
         Identity {
-            target: self.target.given.display().to_string(),
-            module_sha256: self.program.module_sha256.clone(),
-            instrumentation: self.program.instrumentation.describe(),
+            target: self.first().target.given.display().to_string(),
+            module_sha256: join(&|b| b.program.module_sha256.clone()),
+            instrumentation: self.first().program.instrumentation.describe(),
             config: describe_config(&self.base),
-            strategies: self.portfolio.members.clone(),
+            strategies: self
+                .builds
+                .iter()
+                .flat_map(|b| {
+                    b.portfolio.members.iter().map(move |m| {
+                        if several {
+                            format!("{m}@{}", b.label)
+                        } else {
+                            m.clone()
+                        }
+                    })
+                })
+                .collect(),
             seed_start: self.plan.seed_start,
             runs: self.plan.runs,
             keep_going: self.keep_going,
@@ -189,7 +314,7 @@ impl Campaign<'_> {
                     .with_context(|| format!("cannot remove {}", p.display()))?;
             }
             let _ = std::fs::remove_file(Journal::path(&opts.out));
-            return Ok(ShardState::new(identity, shard, site_names(self.program)));
+            return Ok(ShardState::new(identity, shard, self.site_names()));
         }
         if !path.exists() {
             let others = if opts.out.is_dir() {
@@ -303,13 +428,20 @@ impl Campaign<'_> {
         // Learning strategies share a corpus, in generations of seeds; every
         // seed from the first is taken (those already counted are skipped)
         // so that the generations line up.
-        let hub = self
-            .portfolio
-            .members
+        // One corpus per build: feedback names a module's sites.
+        let hubs: Vec<Option<Hub>> = self
+            .builds
             .iter()
-            .any(|m| crate::sched::learns(m))
-            .then(|| Hub::new(self.plan.seed_start));
-        let first_taken = if hub.is_some() {
+            .map(|b| {
+                b.portfolio
+                    .members
+                    .iter()
+                    .any(|m| crate::sched::learns(m))
+                    .then(|| Hub::new(self.plan.seed_start))
+            })
+            .collect();
+        let site_bases = self.site_bases();
+        let first_taken = if hubs.iter().any(Option::is_some) {
             self.plan.seed_start
         } else {
             start_seed
@@ -333,7 +465,8 @@ impl Campaign<'_> {
             // Every seed taken is closed, on every path, so that runs of
             // later generations waiting for it go on.
             let mut closer = Closer {
-                hub: hub.as_ref(),
+                hubs: &hubs,
+                build: 0,
                 seed,
                 feedback: None,
             };
@@ -351,9 +484,14 @@ impl Campaign<'_> {
             if !self.keep_going && seed > first_fail.load(Ordering::Relaxed) {
                 return Next::Stop;
             }
-            let member = self.portfolio.member(seed);
-            let strategy = self.portfolio.members[member].clone();
-            let corpus = hub
+            let Assigned {
+                member,
+                build,
+                strategy,
+            } = self.assign(seed);
+            let b = member / self.strategies();
+            closer.build = b;
+            let corpus = hubs[b]
                 .as_ref()
                 .filter(|_| crate::sched::learns(&strategy))
                 .map(|h| h.corpus_for(seed));
@@ -364,7 +502,7 @@ impl Campaign<'_> {
                 deadline,
                 ..self.base.clone()
             };
-            let mut result = run_guarded(self.program, &cfg, inject.contains(&seed));
+            let mut result = run_guarded(build.program, &cfg, inject.contains(&seed));
             if let Err(e) = &result {
                 if crate::runtime::cancelled(e) {
                     // Given up unfinished: not counted, the seed stays
@@ -393,7 +531,7 @@ impl Campaign<'_> {
                 }
             }
             let ms = offset_ms + started.elapsed().as_millis() as u64;
-            let (record, hit) = make_record(seed, member as u32, ms, &mut result);
+            let (record, hit) = make_record(seed, member as u32, site_bases[b], ms, &mut result);
             let failed = record.failed();
             // A program that needs what the target lacks stops its
             // campaign as a failure does: later seeds would mostly tell the
@@ -421,7 +559,7 @@ impl Campaign<'_> {
                     .insert(record.signature.clone());
                 if new_sig {
                     if let Ok(r) = &result {
-                        if let Ok(d) = self.write_replay(&opts.out, &id, &cfg, r, deadline) {
+                        if let Ok(d) = self.write_replay(build, &opts.out, &id, &cfg, r, deadline) {
                             written
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
@@ -576,19 +714,22 @@ impl Campaign<'_> {
     /// diagnostic run, or `r` when it was given up.
     fn write_replay(
         &self,
+        build: &Build,
         out: &Path,
         id: &Identity,
         cfg: &RunConfig,
         r: &RunResult,
         deadline: Option<Instant>,
     ) -> Result<RunResult> {
-        self.write_replay_as(out, id, cfg, r, None, deadline)
+        self.write_replay_as(build, out, id, cfg, r, None, deadline)
     }
 
     /// [`Campaign::write_replay`], named after `kind` rather than the
     /// verdict's kind when given.
+    #[allow(clippy::too_many_arguments)]
     fn write_replay_as(
         &self,
+        build: &Build,
         out: &Path,
         id: &Identity,
         cfg: &RunConfig,
@@ -598,9 +739,9 @@ impl Campaign<'_> {
     ) -> Result<RunResult> {
         let kind = kind.unwrap_or(r.verdict.kind());
         let path = out.join(summary::replay_name(&id.target, kind, cfg.seed));
-        let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, r)?;
-        reproduce::save(&path, &mut file, &self.target.bytes)?;
-        let detailed = match self.program.run(&RunConfig {
+        let mut file = reproduce::record(build.target, build.program, cfg, cfg.seed, r)?;
+        reproduce::save(&path, &mut file, &build.target.bytes)?;
+        let detailed = match build.program.run(&RunConfig {
             diagnostics: true,
             deadline,
             ..cfg.clone()
@@ -614,8 +755,8 @@ impl Campaign<'_> {
                 cfg.seed
             ));
         }
-        let mut file = reproduce::record(self.target, self.program, cfg, cfg.seed, &detailed)?;
-        reproduce::save(&path, &mut file, &self.target.bytes)?;
+        let mut file = reproduce::record(build.target, build.program, cfg, cfg.seed, &detailed)?;
+        reproduce::save(&path, &mut file, &build.target.bytes)?;
         Ok(detailed)
     }
 
@@ -653,8 +794,9 @@ impl Campaign<'_> {
                 failures.push((f.clone(), Some(d)));
                 continue;
             }
-            let member = self.portfolio.member(f.first_seed);
-            let strategy = self.portfolio.members[member].clone();
+            let Assigned {
+                build, strategy, ..
+            } = self.assign(f.first_seed);
             let corpus = corpora
                 .get(&f.signature)
                 .filter(|(seed, _)| *seed == f.first_seed)
@@ -677,18 +819,19 @@ impl Campaign<'_> {
                 corpus,
                 ..self.base.clone()
             };
-            let r = self
+            let r = build
                 .program
                 .run(&cfg)
                 .with_context(|| format!("seed {}", f.first_seed))?;
-            let detailed = self.write_replay(out, id, &cfg, &r, deadline)?;
+            let detailed = self.write_replay(build, out, id, &cfg, &r, deadline)?;
             failures.push((f.clone(), Some(detailed)));
         }
         // Each distinct race: the replay file of the first run that showed
         // it (unless a session before wrote it), whatever its verdict.
         for race in &s.race {
-            let member = self.portfolio.member(race.first_seed);
-            let strategy = self.portfolio.members[member].clone();
+            let Assigned {
+                build, strategy, ..
+            } = self.assign(race.first_seed);
             if crate::sched::learns(&strategy)
                 || out.join(&race.replay).exists()
                 || deadline.is_some_and(|d| Instant::now() >= d)
@@ -704,7 +847,7 @@ impl Campaign<'_> {
                 deadline,
                 ..self.base.clone()
             };
-            let r = match self.program.run(&cfg) {
+            let r = match build.program.run(&cfg) {
                 Err(e) if crate::runtime::cancelled(&e) => continue,
                 r => r.with_context(|| format!("seed {}", race.first_seed))?,
             };
@@ -712,7 +855,15 @@ impl Campaign<'_> {
                 deadline: None,
                 ..cfg
             };
-            self.write_replay_as(out, id, &cfg, &r, Some(summary::RACE_REPLAY_KIND), deadline)?;
+            self.write_replay_as(
+                build,
+                out,
+                id,
+                &cfg,
+                &r,
+                Some(summary::RACE_REPLAY_KIND),
+                deadline,
+            )?;
         }
         Ok(failures)
     }
@@ -743,19 +894,48 @@ pub fn replay_files(dir: &Path, target: &str) -> Result<Vec<(String, u64)>> {
     Ok(v)
 }
 
-/// Closes its seed in the campaign's feedback hub when dropped.
+/// Closes its seed in every feedback hub of the campaign when dropped, with
+/// the run's feedback in the hub of the build it ran.
 struct Closer<'h> {
-    hub: Option<&'h Hub>,
+    hubs: &'h [Option<Hub>],
+    build: usize,
     seed: u64,
     feedback: Option<Feedback>,
 }
 
 impl Drop for Closer<'_> {
     fn drop(&mut self) {
-        if let Some(h) = self.hub {
-            h.close(self.seed, self.feedback.take());
+        for (i, h) in self.hubs.iter().enumerate() {
+            if let Some(h) = h {
+                let feedback = if i == self.build {
+                    self.feedback.take()
+                } else {
+                    None
+                };
+                h.close(self.seed, feedback);
+            }
         }
     }
+}
+
+/// The bitset `bits` moved up by `by` bits: a build's sites in the
+/// campaign's site list.
+fn shift_bits(bits: Vec<u64>, by: usize) -> Vec<u64> {
+    if by == 0 || bits.is_empty() {
+        return bits;
+    }
+    let (words, rem) = (by / 64, by % 64);
+    let mut out = vec![0u64; words + bits.len() + 1];
+    for (i, w) in bits.iter().enumerate() {
+        out[words + i] |= w << rem;
+        if rem != 0 {
+            out[words + i + 1] |= w >> (64 - rem);
+        }
+    }
+    while out.last() == Some(&0) {
+        out.pop();
+    }
+    out
 }
 
 /// The environment variable that names seeds whose runs fail inside heddle
@@ -801,16 +981,18 @@ fn run_guarded(p: &Program, cfg: &RunConfig, inject: bool) -> Result<RunResult> 
     }
 }
 
-/// The record of a run, and the bitset of the sites it reached.
+/// The record of a run, and the bitset of the sites it reached (its
+/// build's sites start at `site_base` in the campaign's list).
 fn make_record(
     seed: u64,
     strategy: u32,
+    site_base: usize,
     ms: u64,
     result: &mut Result<RunResult>,
 ) -> (Record, Vec<u64>) {
     match result {
         Ok(r) => {
-            let hit = std::mem::take(&mut r.sites_hit);
+            let hit = shift_bits(std::mem::take(&mut r.sites_hit), site_base);
             let pass = r.verdict.is_pass();
             let failure = r.verdict.is_failure();
             (

@@ -41,7 +41,7 @@ pub const MAX_MEMORY: u64 = 64 << 20;
 pub const DEFAULT_OPT: &str = "-O1";
 
 /// Whether `args` choose an optimisation level.
-fn has_opt_level(args: &[String]) -> bool {
+pub fn has_opt_level(args: &[String]) -> bool {
     args.iter().any(|a| a.starts_with("-O"))
 }
 

@@ -77,6 +77,7 @@ fn json_doc(
             replay: Some(path.display().to_string()),
             report: None,
             replay_command: Some(format!("heddle replay {}", path.display())),
+            build: None,
         });
     }
     doc.statistics = Statistics {

@@ -22,6 +22,12 @@ pub struct FuzzArgs {
     pub run: RunOpts,
     #[command(flatten)]
     pub campaign: CampaignOpts,
+    /// Build the C/C++ source at each of these optimisation levels and
+    /// alternate the builds in one campaign, e.g. `0,1` (levels 0, 1, 2, 3,
+    /// s, z, g; default: one build at -O1). Each replay file ships its own
+    /// build; the summary names the build with the strategy (`pos@O0`).
+    #[arg(long, value_name = "LEVELS")]
+    pub opt: Option<String>,
     /// Print every failing seed with its verdict signature.
     #[arg(long)]
     pub list_failures: bool,
@@ -154,7 +160,27 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     // Strategy specs are checked before the target is built.
     let spec = a.run.strategy.as_deref().unwrap_or("default");
     let members = campaign::Portfolio::parse(spec)?;
-    let (t, program) = a.target.load()?;
+    let levels = a
+        .opt
+        .as_deref()
+        .map(crate::target::parse_opt_levels)
+        .transpose()?;
+    let builds = match &levels {
+        None => {
+            let (t, program) = a.target.load()?;
+            vec![(String::new(), t, program)]
+        }
+        Some(levels) => {
+            let mut v = Vec::new();
+            for (label, t) in
+                crate::target::load_builds(&a.target.target, &a.target.all_cflags(), levels)?
+            {
+                let p = crate::runtime::Program::new(&t.bytes, &a.target.instrument.config())?;
+                v.push((label, t, p));
+            }
+            v
+        }
+    };
     let one = RunOpts {
         strategy: Some(members.members[0].clone()),
         ..a.run.clone()
@@ -163,7 +189,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         deadline: opts.time_budget.map(|d| started + d),
         ..one.config(&a.target.args, 0)?
     };
-    let fuzz = Fuzz::new(t, program, base, spec, plan, a.campaign.keep_going)?;
+    let fuzz = Fuzz::of_builds(builds, base, spec, plan, a.campaign.keep_going)?;
     crate::interrupt::install();
     let r = fuzz.run(&opts)?;
     print_outcome(
@@ -190,7 +216,7 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
         let s = &o.summary;
         let mut doc = Document::new(
             "fuzz",
-            &r.fuzz.target.given.display().to_string(),
+            &r.fuzz.target().given.display().to_string(),
             &s.campaign.strategies.join(","),
         );
         doc.result = if r.failing() == 0 { "pass" } else { "fail" };
@@ -227,6 +253,28 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     ))
 }
 
+/// The campaign's portfolio, short, and its builds when it has several:
+/// `sites:3+stall,pos+stall over builds O1,O0`.
+fn strategies_and_builds(members: &[String]) -> String {
+    let mut strategies: Vec<String> = Vec::new();
+    let mut builds: Vec<&str> = Vec::new();
+    for m in members {
+        let (strategy, build) = exec::split_member(m);
+        let short = crate::sched::short_spec(strategy);
+        if !strategies.contains(&short) {
+            strategies.push(short);
+        }
+        if let Some(b) = build.filter(|b| !builds.contains(b)) {
+            builds.push(b);
+        }
+    }
+    let mut s = strategies.join(",");
+    if !builds.is_empty() {
+        s += &format!(" over builds {}", builds.join(","));
+    }
+    s
+}
+
 /// Prints what a campaign session found.
 fn print_outcome(
     out: &mut dyn Write,
@@ -246,12 +294,7 @@ fn print_outcome(
         o.session_secs,
         o.session_runs as f64 / o.session_secs.max(1e-9),
         o.timing.jobs,
-        s.campaign
-            .strategies
-            .iter()
-            .map(|m| crate::sched::short_spec(m))
-            .collect::<Vec<_>>()
-            .join(","),
+        strategies_and_builds(&s.campaign.strategies),
         s.stats.failing_runs,
         if resumed {
             format!(" ({total} runs in the campaign)")
@@ -284,7 +327,10 @@ fn print_outcome(
             .as_ref()
             .map(|r| r.verdict.summary())
             .unwrap_or_else(|| f.summary.clone());
-        writeln!(out, "seed {}: {text}", f.first_seed)?;
+        match exec::split_member(&f.first_strategy).1 {
+            Some(build) => writeln!(out, "seed {} ({build} build): {text}", f.first_seed)?,
+            None => writeln!(out, "seed {}: {text}", f.first_seed)?,
+        }
         if !f.replay.is_empty() {
             writeln!(
                 out,

@@ -223,6 +223,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
                 seed: r.seed,
                 verdict,
                 replay_command: replay.as_ref().map(|p| format!("heddle replay {p}")),
+                build: None,
                 replay,
                 report: None,
             });

@@ -23,18 +23,19 @@ pub fn write_reports(c: &Campaign, o: &Session, out: &Path) -> Result<Vec<Option
                 let html = replay.with_extension("html");
                 // The diagnostic run's decisions, forced: a learning
                 // strategy's run depends on a corpus the report does not have.
+                let a = c.assign(f.first_seed);
                 let cfg = RunConfig {
                     seed: f.first_seed,
-                    strategy: c.portfolio.members[c.portfolio.member(f.first_seed)].clone(),
+                    strategy: a.strategy,
                     forced: r.decisions.clone(),
                     strict: true,
                     ..c.base.clone()
                 };
                 super::write_html(
-                    c.program,
+                    a.build.program,
                     &cfg,
                     &r.decisions,
-                    &c.target.given.display().to_string(),
+                    &a.build.target.given.display().to_string(),
                     format!("heddle replay {}", replay.display()),
                     &html,
                 )?;
@@ -71,11 +72,12 @@ fn race_report(c: &Campaign, replay: &Path, seed: u64) -> Result<()> {
         strict: true,
         ..c.base.clone()
     };
+    let build = c.assign(seed).build;
     super::write_html(
-        c.program,
+        build.program,
         &cfg,
         &decisions,
-        &c.target.given.display().to_string(),
+        &build.target.given.display().to_string(),
         format!("heddle replay {}", replay.display()),
         &html,
     )
@@ -99,6 +101,9 @@ pub fn failure_docs(o: &Session, out: &Path, reports: &[Option<PathBuf>]) -> Vec
                 replay: replay.as_ref().map(|p| p.display().to_string()),
                 report: html.as_ref().map(|h| h.display().to_string()),
                 replay_command: replay.map(|p| format!("heddle replay {}", p.display())),
+                build: crate::campaign::exec::split_member(&f.first_strategy)
+                    .1
+                    .map(str::to_string),
             }
         })
         .collect()
@@ -109,13 +114,14 @@ pub fn failure_docs(o: &Session, out: &Path, reports: &[Option<PathBuf>]) -> Vec
 pub fn race_docs(c: &Campaign, s: &Summary) -> Result<Vec<RaceDoc>> {
     let mut docs = Vec::new();
     for race in &s.race {
+        let a = c.assign(race.first_seed);
         let cfg = RunConfig {
             seed: race.first_seed,
-            strategy: c.portfolio.members[c.portfolio.member(race.first_seed)].clone(),
+            strategy: a.strategy,
             event_stacks: true,
             ..c.base.clone()
         };
-        let r = c.program.run(&cfg)?;
+        let r = a.build.program.run(&cfg)?;
         if let Some(x) = r.races.iter().find(|x| x.summary() == race.summary) {
             docs.push(RaceDoc::of(race.first_seed, x));
         }

@@ -60,6 +60,9 @@ pub struct FailureDoc {
     pub report: Option<String>,
     /// The command that reproduces it.
     pub replay_command: Option<String>,
+    /// The build that failed (`O0`), in a campaign of several builds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
 }
 
 /// One side of a data race.
