@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// The replay file of run `r` of `program` (built from `t`) under `cfg`.
 /// The granted directories are digested now (a program that writes into
-/// one changes what later runs see; see the README).
+/// one changes what later runs see; see docs/guide/replays.md).
 pub fn record(
     t: &Target,
     program: &Program,

@@ -955,7 +955,7 @@ fn readme_tables_match_the_help() {
     }
     // The exit-code table.
     let section = readme
-        .split("#### Exit codes")
+        .split("## Exit codes")
         .nth(1)
         .expect("exit-code table");
     let codes: Vec<String> = section

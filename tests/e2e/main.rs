@@ -10,6 +10,7 @@ mod compat;
 mod core;
 mod deploy;
 mod diagnose;
+mod docs;
 mod explore;
 mod instrument;
 mod library;

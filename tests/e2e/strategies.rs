@@ -12,7 +12,7 @@ const NEW_STRATEGIES: &[&str] = &["pos", "surw", "delay:2", "ipct"];
 /// Every new strategy finds the bugs of a subset of the bundled targets
 /// within a budget of seeds, never giving a verdict other than the expected
 /// one or a pass; and schedules vary across seeds. (`heddle compare` covers
-/// the whole set; see the README for the figures.)
+/// the whole set; see benches/RESULTS.md for the figures.)
 #[test]
 fn new_strategies_find_bundled_bugs_within_budget() {
     let cases: Vec<(&str, &str)> = ["race_bank", "deadlock_abba", "counter_spy", "uaf_publish"]

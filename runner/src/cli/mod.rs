@@ -388,6 +388,25 @@ fn parse_and_dispatch() -> i32 {
     }
 }
 
+/// Parses a command line (`args[0]` is the program name) as `heddle` does,
+/// without running it: `Err` holds the usage error heddle would print.
+/// The compiler drivers (`cc`, `c++`) take clang's flags and always parse.
+/// The documentation check runs every example command through it.
+pub fn parse_only<S: AsRef<str>>(args: &[S]) -> std::result::Result<(), String> {
+    let args: Vec<std::ffi::OsString> = args.iter().map(|a| a.as_ref().into()).collect();
+    if driver_call(&args).is_some() {
+        return Ok(());
+    }
+    match command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(_) => Ok(()),
+        Err(e) if !e.use_stderr() => Ok(()), // --help, --version
+        Err(e) => Err(e.render().to_string()),
+    }
+}
+
 /// The exit code of a command that failed with an error of `kind`.
 pub fn exit_code_of(kind: crate::error::ErrorKind) -> i32 {
     use crate::error::ErrorKind;

@@ -1398,7 +1398,7 @@ struct Slot {
     scratch: state::Scratch,
     /// The cell of the runs on this memory, kept from run to run. Made by
     /// the first run, not with the slot: made with the slot, runs with
-    /// many switches were 2% slower (benches/RESULTS.md, "A run's state
+    /// many switches were 2% slower (benches/HISTORY.md, "A run's state
     /// moved less").
     run: Option<Arc<RunCell>>,
     /// The last run's WASI context, if the next may use it.

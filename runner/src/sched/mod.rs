@@ -474,7 +474,7 @@ fn strategy_name(spec: &str) -> &str {
 /// smaller depth; the bugs of the bundled targets that need only one
 /// change point late in the run (a checker created last) were found two to
 /// three times as often as with `k` = the run's length, measured with
-/// `sites:3` (benches/RESULTS.md, "The thread-list lock as a wait").
+/// `sites:3` (benches/HISTORY.md, "The thread-list lock as a wait").
 pub fn change_point_range(decisions: u64) -> u64 {
     decisions.saturating_mul(3) / 2
 }
