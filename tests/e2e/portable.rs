@@ -67,7 +67,10 @@ impl Checkout {
 
     /// Fuzzes until the first failure; returns the replay file's path.
     fn fuzz(&self, bin: &Path, target: &str, extra: &[&str], out: &str) -> PathBuf {
-        let mut args = vec!["fuzz", target, "--runs", "2000", "--out", out, "--quiet"];
+        // One build, so that both checkouts compile the same modules.
+        let mut args = vec![
+            "fuzz", target, "--opt", "1", "--runs", "2000", "--out", out, "--quiet",
+        ];
         args.extend_from_slice(extra);
         let o = self.heddle_in(&self.root, bin, &args);
         let stdout = text(&o.stdout);

@@ -22,6 +22,8 @@ fn fuzz_replay(source: &str, runs: u32, out: &Path, extra: &[&str], args: &[&str
         source,
         "--strategy",
         "random",
+        "--opt",
+        "1",
         "--runs",
         runs.as_str(),
         "--out",

@@ -173,6 +173,9 @@ fn compare_random_matches_fuzz_with_the_same_seeds() {
             &format!("targets/{target}.c"),
             "--strategy",
             "random",
+            // `compare` runs each target's -O1 build.
+            "--opt",
+            "1",
             "--runs",
             &(runs * trials).to_string(),
             "--keep-going",
@@ -578,7 +581,9 @@ fn the_default_portfolio_catches_a_three_lock_cycle() {
     let dir = tempdir();
     let (stdout, _) = default_fuzz_finds(dir.path(), "ring_deadlock", 300, "deadlock");
     assert!(
-        stdout.contains("strategy sites:3+stall,pos+stall,surw+stall,random+stall:"),
+        stdout.contains(
+            "strategy sites:3+stall,pos+stall,surw+stall,random+stall over builds O1,O0:"
+        ),
         "the portfolio is named: {stdout}"
     );
 }
@@ -610,6 +615,8 @@ fn rff_learns_in_generations_whatever_the_jobs() {
             "targets/aba_stack.c",
             "--strategy",
             "rff",
+            "--opt",
+            "1",
             "--keep-going",
             "--quiet",
             "--journal",

@@ -23,9 +23,10 @@ pub struct FuzzArgs {
     #[command(flatten)]
     pub campaign: CampaignOpts,
     /// Build the C/C++ source at each of these optimisation levels and
-    /// alternate the builds in one campaign, e.g. `0,1` (levels 0, 1, 2, 3,
-    /// s, z, g; default: one build at -O1). Each replay file ships its own
-    /// build; the summary names the build with the strategy (`pos@O0`).
+    /// alternate the builds in one campaign (levels 0, 1, 2, 3, s, z, g).
+    /// Default for a source with no -O flag: `1,0`; `--opt 1` is one build.
+    /// Each replay file ships its own build; the summary names the build
+    /// with the strategy (`pos+stall@O0`).
     #[arg(long, value_name = "LEVELS")]
     pub opt: Option<String>,
     /// Print every failing seed with its verdict signature.
@@ -160,21 +161,28 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     // Strategy specs are checked before the target is built.
     let spec = a.run.strategy.as_deref().unwrap_or("default");
     let members = campaign::Portfolio::parse(spec)?;
-    let levels = a
-        .opt
-        .as_deref()
-        .map(crate::target::parse_opt_levels)
-        .transpose()?;
+    let all_cflags = a.target.all_cflags();
+    // A source given without a level is fuzzed over the default builds.
+    let opt = a.opt.as_deref().or_else(|| {
+        (crate::cc::is_source(&a.target.target) && !crate::cc::compile::has_opt_level(&all_cflags))
+            .then_some(crate::target::DEFAULT_FUZZ_LEVELS)
+    });
+    let levels = opt.map(crate::target::parse_opt_levels).transpose()?;
     let builds = match &levels {
+        Some(levels) if levels.len() == 1 => {
+            let mut cflags = all_cflags.clone();
+            cflags.push(levels[0].clone());
+            let t = crate::target::load(&a.target.target, &cflags)?;
+            let p = crate::runtime::Program::new(&t.bytes, &a.target.instrument.config())?;
+            vec![(String::new(), t, p)]
+        }
         None => {
             let (t, program) = a.target.load()?;
             vec![(String::new(), t, program)]
         }
         Some(levels) => {
             let mut v = Vec::new();
-            for (label, t) in
-                crate::target::load_builds(&a.target.target, &a.target.all_cflags(), levels)?
-            {
+            for (label, t) in crate::target::load_builds(&a.target.target, &all_cflags, levels)? {
                 let p = crate::runtime::Program::new(&t.bytes, &a.target.instrument.config())?;
                 v.push((label, t, p));
             }
