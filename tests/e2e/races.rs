@@ -384,3 +384,46 @@ fn every_race_found_has_a_replay_file_and_a_report() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
     assert!(replay.exists());
 }
+
+/// Threads that each write their own bytes of shared words (a `bool` and a
+/// `char` per worker, the halves of a struct) do not race: locations are
+/// bytes. Two workers sharing one slot do.
+#[test]
+fn neighbouring_bytes_are_separate_locations() {
+    let dir = tempdir();
+    let out = dir.path().to_str().unwrap();
+    let fuzz = |racy: bool| {
+        let mut args = vec!["fuzz", "tests/programs/neighbours.c"];
+        if racy {
+            args.extend(["--cflag", "-DRACY"]);
+        }
+        args.extend([
+            "--strategy",
+            EVERY_STRATEGY,
+            "--races",
+            "fail",
+            "--runs",
+            "300",
+            "--quiet",
+            "--out",
+            out,
+        ]);
+        heddle_out(&args)
+    };
+    let clean = fuzz(false);
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean.stdout));
+    assert!(
+        !text(&clean.stdout).contains("data race"),
+        "{}",
+        text(&clean.stdout)
+    );
+    let racy = fuzz(true);
+    let stdout = text(&racy.stdout);
+    assert_eq!(racy.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("data race on counts")
+            || stdout.contains("data race on tags")
+            || stdout.contains("data race on done"),
+        "{stdout}"
+    );
+}

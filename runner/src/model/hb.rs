@@ -24,9 +24,12 @@
 //! run happened to execute two accesses in some order says nothing about
 //! the program.
 //!
-//! Locations are 4-byte words. A fresh heap block (the memory checker sees
-//! every allocation) starts with no history, so reuse of freed memory is not
-//! mistaken for a race.
+//! Locations are bytes, as in C11 (two threads writing neighbouring `char`s
+//! of one array do not race), kept per 4-byte word: each remembered access
+//! carries the mask of the word's bytes it touched, and two accesses
+//! conflict only when their masks meet. A fresh heap block (the memory
+//! checker sees every allocation) starts with no history, so reuse of freed
+//! memory is not mistaken for a race.
 
 use super::Tid;
 use crate::instrument::SiteId;
@@ -107,6 +110,19 @@ pub struct Access {
     pub step: u64,
     /// Whether it wrote.
     pub write: bool,
+    /// The bytes of the word it touched (bit `i`: byte `i`).
+    mask: u8,
+}
+
+/// All four bytes of a word.
+const WHOLE: u8 = 0xF;
+
+/// The bytes of word `w` that `[addr, addr + len)` touches, as a mask.
+fn bytes_of(w: u32, addr: u32, len: u32) -> u8 {
+    let start = u64::from(w) << 2;
+    let lo = u64::from(addr).max(start) - start;
+    let hi = (u64::from(addr) + u64::from(len)).min(start + 4) - start;
+    ((1u16 << hi) - (1u16 << lo)) as u8
 }
 
 /// Two accesses to the same location, at least one a write, not ordered by
@@ -123,8 +139,13 @@ pub struct Race {
 
 #[derive(Debug, Clone, Default)]
 struct VarState {
+    /// The last write of the word.
     write: Option<Access>,
-    /// At most one per thread.
+    /// Earlier writes still last for some bytes `write` did not touch (their
+    /// masks disjoint from each other and from `write`'s): empty while
+    /// every write covers the whole word.
+    older: Vec<Access>,
+    /// Reads since the last write of their bytes: per thread, one per mask.
     reads: Vec<Access>,
 }
 
@@ -454,7 +475,8 @@ impl Detector {
         let mut race = None;
         let mut w = first;
         loop {
-            if let Some(r) = self.access_word(t, w, write, site, step) {
+            let mask = bytes_of(w, addr, len);
+            if let Some(r) = self.access_word(t, w, mask, write, site, step) {
                 race.get_or_insert(r);
             }
             match w.checked_add(stride) {
@@ -469,6 +491,7 @@ impl Detector {
         &mut self,
         t: Tid,
         w: u32,
+        mask: u8,
         write: bool,
         site: SiteId,
         step: u64,
@@ -481,16 +504,23 @@ impl Detector {
             site,
             step,
             write,
+            mask,
         };
         let ordered = |a: &Access| a.tid == t || a.clock <= tc.get(a.tid);
         let spare = &mut self.spare_reads;
         let state = self.vars.entry(w).or_insert_with(|| VarState {
             write: None,
+            older: Vec::new(),
             reads: spare.pop().unwrap_or_default(),
         });
-        // Fast path: this thread already wrote the word in this epoch.
+        // Fast path: this thread already wrote the whole word in this epoch.
         if let Some(prev) = &state.write {
-            if prev.tid == t && prev.clock == clock && state.reads.is_empty() {
+            if prev.tid == t
+                && prev.clock == clock
+                && prev.mask == WHOLE
+                && mask == WHOLE
+                && state.reads.is_empty()
+            {
                 if write {
                     state.write = Some(me);
                 } else {
@@ -499,27 +529,48 @@ impl Detector {
                 return None;
             }
         }
-        let mut race = None;
-        if let Some(prev) = state.write.filter(|p| !ordered(p)) {
-            race = Some(Race {
-                addr: w << 2,
-                first: prev,
-                second: me,
+        // The first unordered access to a byte this one touches.
+        let conflict = |a: &Access| a.mask & mask != 0 && !ordered(a);
+        let other = state
+            .write
+            .iter()
+            .chain(&state.older)
+            .find(|a| conflict(a))
+            .or_else(|| {
+                write
+                    .then(|| state.reads.iter().find(|r| conflict(r)))
+                    .flatten()
             });
-        } else if write {
-            if let Some(prev) = state.reads.iter().find(|r| !ordered(r)) {
-                race = Some(Race {
-                    addr: w << 2,
-                    first: *prev,
-                    second: me,
-                });
-            }
-        }
+        let race = other.map(|prev| Race {
+            addr: (w << 2) + (prev.mask & mask).trailing_zeros(),
+            first: *prev,
+            second: me,
+        });
         if write {
+            // The bytes written now are no earlier access's any more.
+            if let Some(mut prev) = state.write.take() {
+                prev.mask &= !mask;
+                if prev.mask != 0 {
+                    state.older.push(prev);
+                }
+            }
+            state.older.retain_mut(|a| {
+                a.mask &= !mask;
+                a.mask != 0
+            });
             state.write = Some(me);
-            state.reads.clear();
+            state.reads.retain_mut(|r| {
+                r.mask &= !mask;
+                r.mask != 0
+            });
         } else {
-            match state.reads.iter_mut().find(|r| r.tid == t) {
+            // A later read of the same bytes by the same thread stands for
+            // the earlier one.
+            match state
+                .reads
+                .iter_mut()
+                .find(|r| r.tid == t && r.mask & !mask == 0)
+            {
                 Some(r) => *r = me,
                 None => state.reads.push(me),
             }
@@ -571,6 +622,55 @@ mod tests {
             assert_eq!(ops(&mut reused), ops(&mut Detector::new()));
         }
         assert_eq!(ops(&mut Detector::new()), first);
+    }
+
+    /// Bytes are locations: neighbouring `char`s do not race, overlapping
+    /// accesses of any sizes do, and a byte's last write is remembered when
+    /// other bytes of its word are written after it.
+    #[test]
+    fn locations_are_bytes() {
+        let mut d = Detector::new();
+        for t in 1..4 {
+            d.spawn(0, t);
+        }
+        let race = |d: &mut Detector, t: Tid, addr: u32, len: u32, write: bool| {
+            d.access(t, addr, len, write, 0, 0)
+                .map(|r| (r.addr, r.first.tid, r.second.tid))
+        };
+        // Threads 1, 2 and 3 each write their own byte of one word.
+        assert_eq!(race(&mut d, 1, 0x100, 1, true), None);
+        assert_eq!(race(&mut d, 2, 0x101, 1, true), None);
+        assert_eq!(race(&mut d, 3, 0x102, 1, true), None);
+        // Each reads its own byte back: still no race.
+        assert_eq!(race(&mut d, 1, 0x100, 1, false), None);
+        assert_eq!(race(&mut d, 2, 0x101, 1, false), None);
+        // Thread 3 reads thread 1's byte: thread 1's write, remembered
+        // though two later writes touched the word.
+        assert_eq!(race(&mut d, 3, 0x100, 1, false), Some((0x100, 1, 3)));
+        // A halfword write over bytes 2 and 3 meets thread 3's byte 2.
+        assert_eq!(race(&mut d, 1, 0x102, 2, true), Some((0x102, 3, 1)));
+        // A whole-word read meets the last writes of every byte.
+        assert!(race(&mut d, 2, 0x100, 4, false).is_some());
+        // Two halves of a fresh word, then a read of one half by the other
+        // thread races only with that half's writer.
+        assert_eq!(race(&mut d, 1, 0x200, 2, true), None);
+        assert_eq!(race(&mut d, 2, 0x202, 2, true), None);
+        assert_eq!(race(&mut d, 2, 0x200, 2, false), Some((0x200, 1, 2)));
+        assert_eq!(race(&mut d, 1, 0x202, 1, false), Some((0x202, 2, 1)));
+        // Unaligned accesses cover the bytes of two words.
+        assert_eq!(race(&mut d, 3, 0x303, 2, true), None);
+        assert_eq!(race(&mut d, 1, 0x304, 1, false), Some((0x304, 3, 1)));
+        assert_eq!(race(&mut d, 2, 0x302, 1, true), None);
+    }
+
+    #[test]
+    fn bytes_of_a_word() {
+        assert_eq!(bytes_of(0x40, 0x100, 4), WHOLE);
+        assert_eq!(bytes_of(0x40, 0x101, 1), 0b0010);
+        assert_eq!(bytes_of(0x40, 0x102, 8), 0b1100);
+        assert_eq!(bytes_of(0x41, 0x102, 8), WHOLE);
+        assert_eq!(bytes_of(0x42, 0x102, 8), 0b0011);
+        assert_eq!(bytes_of(0x3fff_ffff, 0xffff_fffe, 2), 0b1100);
     }
 
     #[test]
