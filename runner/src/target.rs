@@ -245,6 +245,7 @@ fn run_build(m: &Manifest, cmd: &str, cflags: &[String]) -> Result<()> {
         .env("AR", &glue.ar)
         .env("RANLIB", &glue.ranlib)
         .env("NM", &glue.nm)
+        .env("PATH", cc::glue::path_with_names(&glue))
         .env("CFLAGS", &flags)
         .env("CXXFLAGS", &flags)
         .output()

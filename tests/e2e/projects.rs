@@ -303,3 +303,52 @@ fn kr_program_with_a_cast_worker_reads_its_parameters_from_a_dir_grant() {
     assert_ok("make (fixed)", &fixed);
     passes_with(p.path(), "./slaves", &["--dir", "params:/data"]);
 }
+
+/// A makefile written for a Linux box: `gcc` and `ar` by name, `-rdynamic`,
+/// `-Wl,--as-needed,-rpath,…,-z,relro,--hash-style=gnu`, `-ldl -lrt -lm
+/// -lpthread`. With `heddle toolchain env --gnu-names` it builds unmodified:
+/// the names are heddle's, the GNU linker options are dropped with one
+/// note, the system libraries are empty archives. Its reference count
+/// races into a use-after-free (or a double free); the fixed build, whose
+/// workers write neighbouring bytes of one buffer, has no data race.
+#[test]
+fn makefile_that_hard_codes_gcc_and_gnu_linker_options() {
+    toolchain();
+    let p = copy_project("gcc-refbuf");
+    let build = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env --gnu-names)\"; make",
+    );
+    assert_ok("make", &build);
+    let err = text(&build.stderr);
+    assert_eq!(
+        err.matches("heddle: note: ignoring linker options").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("-Wl,--as-needed -Wl,-rpath,/usr/local/lib"),
+        "{err}"
+    );
+    let verdict = hunt(p.path(), "./refbuf_test", "refbuf.c");
+    assert!(
+        verdict.contains("use-after-free") || verdict.contains("double-free"),
+        "{verdict}"
+    );
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env --gnu-names)\"; make clean; make EXTRA=-DFIXED",
+    );
+    assert_ok("make (fixed)", &fixed);
+    passes(p.path(), "./refbuf_test");
+}
+
+/// `-shared` is refused in one line that says what to build instead.
+#[test]
+fn shared_library_is_refused_with_what_to_do() {
+    let dir = tempdir();
+    let src = dir.path().join("lib.c");
+    std::fs::write(&src, "int f(void) { return 1; }\n").unwrap();
+    let o = heddle_out(&["cc", "-shared", "-o", "libf.so", src.to_str().unwrap()]);
+    assert_usage_error(&o, "build the library as an archive");
+}

@@ -114,6 +114,9 @@ pub struct CcRequest {
     /// The directory file names in the module are relative to (default:
     /// the project root above the working directory, see `project_root`).
     pub root: Option<PathBuf>,
+    /// GNU linker options the user gave that mean nothing for a wasm
+    /// module, dropped from `args` ([`super::gnu`]).
+    pub dropped: Vec<String>,
 }
 
 /// Flags that take the next argument as their value.
@@ -259,9 +262,11 @@ impl CcRequest {
         let mut args = expand_response_files(args)?;
         let legacy = args.iter().any(|a| a == "--legacy");
         args.retain(|a| a != "--legacy");
+        let (args, dropped) = super::gnu::drop_gnu_only(&args);
         Ok(CcRequest {
             args,
             legacy,
+            dropped,
             ..CcRequest::default()
         })
     }
@@ -362,6 +367,11 @@ impl CcRequest {
     /// Checks the inputs without a toolchain: each exists, and each that
     /// clang would hand to the linker is a wasm object file or an archive.
     pub fn check(&self) -> Result<()> {
+        if self.has("-shared") {
+            bail!(
+                "-shared: a heddle target is one static wasm module; build the library as an archive (`ar rcs libNAME.a …`, or configure --disable-shared) and link it into the test program"
+            );
+        }
         let inputs = self.inputs();
         if inputs.is_empty() && !self.args.iter().any(|a| is_query(a)) {
             bail!("no input files");
@@ -431,6 +441,10 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     cmd.args(&req.args);
     if mode == Mode::Link {
         cmd.arg(&tc.compat_lib);
+        // After the user's -L: empty `-ldl -lrt …` (`sdk::EMPTY_LIBS`).
+        if let Some(sdk) = tc.compat_lib.parent() {
+            cmd.arg(format!("-L{}", sdk.join("lib").display()));
+        }
     }
     cmd
 }

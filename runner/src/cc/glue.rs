@@ -28,7 +28,21 @@ pub struct Glue {
     pub nm: PathBuf,
     /// The CMake toolchain file.
     pub cmake: PathBuf,
+    /// A directory of the names makefiles hard-code (`gcc`, `g++`, `cc`,
+    /// `c++`, `clang`, `clang++`, `ar`, `ranlib`, `nm`), each heddle's: put
+    /// first on `PATH`.
+    pub names: PathBuf,
 }
+
+/// The compiler names a makefile may hard-code, and which driver each is.
+pub const COMPILER_NAMES: &[(&str, &str)] = &[
+    ("cc", "cc"),
+    ("gcc", "cc"),
+    ("clang", "cc"),
+    ("c++", "c++"),
+    ("g++", "c++"),
+    ("clang++", "c++"),
+];
 
 /// A shell word that stands for `s` exactly (single quotes).
 pub fn sh_quote(s: &str) -> String {
@@ -69,10 +83,23 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
         ranlib: tool("llvm-ranlib"),
         nm: tool("llvm-nm"),
         cmake: dir.join("heddle.cmake"),
+        names: dir.join("names"),
     };
+    fs::create_dir_all(&glue.names)
+        .with_context(|| format!("cannot create {}", glue.names.display()))?;
+    let driver = |cmd: &str| format!("#!/bin/sh\nexec {} {cmd} \"$@\"\n", sh_quote(&exe));
     for (path, cmd) in [(&glue.cc, "cc"), (&glue.cxx, "c++")] {
-        let script = format!("#!/bin/sh\nexec {} {cmd} \"$@\"\n", sh_quote(&exe));
-        write_if_changed(path, &script, true)?;
+        write_if_changed(path, &driver(cmd), true)?;
+    }
+    for (name, cmd) in COMPILER_NAMES {
+        write_if_changed(&glue.names.join(name), &driver(cmd), true)?;
+    }
+    for (name, tool) in [("ar", &glue.ar), ("ranlib", &glue.ranlib), ("nm", &glue.nm)] {
+        let script = format!(
+            "#!/bin/sh\nexec {} \"$@\"\n",
+            sh_quote(&tool.display().to_string())
+        );
+        write_if_changed(&glue.names.join(name), &script, true)?;
     }
     let platform = "# The WASI platform for CMake, written by `heddle toolchain cmake`.\n\
          set(WASI 1)\n\
@@ -113,11 +140,12 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
     Ok(glue)
 }
 
-/// The `export` lines (sh syntax) that point make and configure at heddle.
-pub fn env_lines(g: &Glue) -> Vec<String> {
+/// The `export` lines (sh syntax) that point make and configure at heddle;
+/// with `gnu_names`, also `PATH` with [`Glue::names`] first.
+pub fn env_lines(g: &Glue, gnu_names: bool) -> Vec<String> {
     let var =
         |name: &str, p: &Path| format!("export {name}={}", sh_quote(&p.display().to_string()));
-    vec![
+    let mut v = vec![
         "# heddle's compilers add the target, -pthread, -g and the default -O level;".to_string(),
         "# autoconf: ./configure --host=wasm32-wasi".to_string(),
         var("CC", &g.cc),
@@ -128,7 +156,29 @@ pub fn env_lines(g: &Glue) -> Vec<String> {
         "export CFLAGS=''".to_string(),
         "export CXXFLAGS=''".to_string(),
         "export LDFLAGS=''".to_string(),
-    ]
+    ];
+    let path = format!(
+        "export PATH={}:\"$PATH\"",
+        sh_quote(&g.names.display().to_string())
+    );
+    if gnu_names {
+        v.push(path);
+    } else {
+        // Not by default: a shell that evaluates these lines may build
+        // host programs (cargo links with `cc`) afterwards.
+        v.push("# a makefile that hard-codes gcc, g++, cc, c++, clang, ar, ranlib or nm: --gnu-names adds".into());
+        v.push(format!("#   {path}"));
+    }
+    v
+}
+
+/// `PATH` with `g.names` first, for a build command heddle runs.
+pub fn path_with_names(g: &Glue) -> std::ffi::OsString {
+    let mut dirs = vec![g.names.clone()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod compile;
 pub mod distro;
 pub(crate) mod flags;
 pub(crate) mod glue;
+pub mod gnu;
 pub(crate) mod libcxx;
 pub(crate) mod sdk;
 

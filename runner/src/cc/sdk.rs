@@ -71,8 +71,16 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[
     ("dl.c", include_str!("../../../guest-sdk/compat/dl.c")),
 ];
 
+/// Libraries GNU builds link (`-ldl -lrt -lutil`) whose functions are in
+/// wasi-libc or the compatibility library: empty archives in the SDK's
+/// `lib`, which every link searches.
+pub const EMPTY_LIBS: &[&str] = &["dl", "rt", "util", "xnet", "resolv", "crypt"];
+
+/// An archive with no members.
+const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
+
 fn sources_hash() -> String {
-    let mut all = String::new();
+    let mut all = EMPTY_LIBS.join(",");
     for (name, text) in HEADERS.iter().chain(COMPAT_SOURCES) {
         all.push_str(name);
         all.push('\0');
@@ -95,7 +103,10 @@ pub fn dir(toolchain_dir: &Path, base: &str) -> PathBuf {
 /// The SDK directory, when it is complete.
 pub fn installed(toolchain_dir: &Path, base: &str) -> Option<PathBuf> {
     let d = dir(toolchain_dir, base);
-    (d.join("libheddle_compat.a").exists() && d.join("include/heddle.h").exists()).then_some(d)
+    (d.join("libheddle_compat.a").exists()
+        && d.join("include/heddle.h").exists()
+        && d.join("lib").is_dir())
+    .then_some(d)
 }
 
 /// Writes the headers and builds the compatibility library into `out`.
@@ -112,6 +123,10 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
     }
     for (name, text) in COMPAT_SOURCES {
         fs::write(tmp.join(name), text)?;
+    }
+    fs::create_dir_all(tmp.join("lib"))?;
+    for name in EMPTY_LIBS {
+        fs::write(tmp.join("lib").join(format!("lib{name}.a")), EMPTY_ARCHIVE)?;
     }
     let mut objects = Vec::new();
     for (name, _) in COMPAT_SOURCES.iter().filter(|(n, _)| n.ends_with(".c")) {

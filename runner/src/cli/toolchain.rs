@@ -19,7 +19,14 @@ pub enum ToolchainCmd {
     /// does not know, each problem is one line.
     Doctor,
     /// Print `export` lines for CC, CXX, AR, RANLIB, NM, CFLAGS, LDFLAGS: `eval "$(heddle toolchain env)"; make`.
-    Env,
+    Env {
+        /// Also put heddle's compilers first on PATH under the names
+        /// makefiles hard-code (gcc, g++, cc, c++, clang, clang++, ar,
+        /// ranlib, nm). Host programs built in that shell afterwards would
+        /// get them too (cargo links with `cc`): use it for the build only.
+        #[arg(long)]
+        gnu_names: bool,
+    },
     /// Print the path of a CMake toolchain file: `cmake -DCMAKE_TOOLCHAIN_FILE="$(heddle toolchain cmake)"`.
     Cmake,
 }
@@ -59,8 +66,8 @@ pub fn run(cmd: ToolchainCmd) -> Result<i32> {
                 Ok(EXIT_BUG)
             }
         }
-        ToolchainCmd::Env => {
-            for line in cc::glue::env_lines(&glue()?) {
+        ToolchainCmd::Env { gnu_names } => {
+            for line in cc::glue::env_lines(&glue()?, gnu_names) {
                 println!("{line}");
             }
             Ok(EXIT_OK)
@@ -85,6 +92,12 @@ fn glue() -> Result<cc::glue::Glue> {
 pub fn cc(args: &[String], cxx: bool) -> Result<i32> {
     let mut req = CcRequest::new(args)?;
     req.cxx = cxx;
+    if !req.dropped.is_empty() {
+        eprintln!(
+            "heddle: note: ignoring linker options that mean nothing for a wasm module: {}",
+            req.dropped.join(" ")
+        );
+    }
     // Bad arguments are reported before anything is installed.
     req.check()?;
     let tc = cc::ensure()?;
