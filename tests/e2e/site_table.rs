@@ -22,7 +22,7 @@ use std::path::Path;
 const LEVELS: [&str; 4] = ["-O0", "-O1", "-O2", "-Os"];
 
 /// The site kinds compared, as `heddle sites` prints them.
-const SYNC_KINDS: [&str; 12] = [
+const SYNC_KINDS: [&str; 13] = [
     "atomic-R",
     "atomic-W",
     "RMW",
@@ -35,6 +35,7 @@ const SYNC_KINDS: [&str; 12] = [
     "cond-wait",
     "barrier",
     "once",
+    "sync-call",
 ];
 
 /// A synchronisation site: file (its name), line, kind, function; ordered
@@ -57,6 +58,7 @@ fn sync_label(site: &Value) -> Option<&'static str> {
         "cond-wait" => "cond-wait",
         "barrier" => "barrier",
         "once" => "once",
+        "sync-call" => "sync-call",
         _ => return None,
     };
     debug_assert!(SYNC_KINDS.contains(&label));
@@ -369,8 +371,14 @@ fn rust_sync_sites_are_the_same_in_debug_and_release() {
         ("CAS", 50, pop),
         ("atomic-R", 50, pop),
         ("wait", 50, pop),
-        ("atomic-R", 80, "sync_rust::main"),
-        ("atomic-R", 81, "sync_rust::main"),
+        ("atomic-R", 85, "sync_rust::main"),
+        ("atomic-R", 86, "sync_rust::main"),
+        // The channel: a decision before each call into it that can block
+        // or retry (send, recv, the last sender's and the receiver's drop).
+        ("sync-call", 74, "sync_rust::main::{{closure}}"),
+        ("sync-call", 75, "sync_rust::main::{{closure}}"),
+        ("sync-call", 78, "sync_rust::main"),
+        ("sync-call", 87, "sync_rust::main"),
     ];
     expected.extend(unlock(43, push));
     expected.extend(unlock(44, push));

@@ -309,6 +309,25 @@ impl DebugInfo {
     /// out-of-line wrapper (`-O0`) is the library's here; the rewriter
     /// gives each call the program makes to one a copy of its own.
     pub fn owner(&self, module_offset: u64, code: &CodeOwnership, sync: bool) -> Owner {
+        self.owner_with(module_offset, code, sync, false)
+    }
+
+    /// The owner of a call into a synchronisation library
+    /// ([`is_sync_library_file`]): as [`DebugInfo::owner`] of a
+    /// synchronisation, with the library's own inlined frames skipped too
+    /// (at `-O2` the channel's front is inlined into the program's function
+    /// and calls the rest), so the call is the program's at its line.
+    pub fn call_owner(&self, module_offset: u64, code: &CodeOwnership) -> Owner {
+        self.owner_with(module_offset, code, true, true)
+    }
+
+    fn owner_with(
+        &self,
+        module_offset: u64,
+        code: &CodeOwnership,
+        sync: bool,
+        skip_libraries: bool,
+    ) -> Owner {
         let frames = self.frames(module_offset);
         let last = frames.len().saturating_sub(1);
         let user = |i: usize, f: &Frame| Owner::User {
@@ -320,6 +339,9 @@ impl DebugInfo {
             // `core`'s glue between the program and a wrapper
             // (`drop_in_place` running a guard's `Drop`) is transparent.
             if sync && (is_sync_wrapper_file(&loc.file) || is_rust_core_file(&loc.file)) {
+                continue;
+            }
+            if skip_libraries && is_sync_library_file(&loc.file) {
                 continue;
             }
             if !code.is_library_file(&loc.file) {
@@ -575,9 +597,20 @@ pub fn is_sync_wrapper_file(path: &str) -> bool {
     LIBCXX.iter().any(|d| path.contains(d))
         || LIBCXX_HEADERS.iter().any(|h| path.ends_with(h))
         || (rust
+            && !is_sync_library_file(path)
             && (path.ends_with("/library/core/src/sync/atomic.rs")
                 || path.contains("/library/std/src/sync/")
                 || path.contains("/library/std/src/sys/sync/")))
+}
+
+/// Whether `path` is a synchronisation *library* rather than a thin
+/// wrapper: the implementation of Rust's channels (`std::sync::mpmc`, behind
+/// `std::sync::mpsc`), whose operations are whole algorithms of their own
+/// (a lock-free list, wakers, parking). Its operations are its internals,
+/// never the program's; a call of the program's into it that can block or
+/// retry is one decision (`wrappers`).
+pub fn is_sync_library_file(path: &str) -> bool {
+    is_rust_toolchain_path(path) && path.contains("/library/std/src/sync/mpmc/")
 }
 
 /// Whether the function named `name` (demangled) is one of libc++'s

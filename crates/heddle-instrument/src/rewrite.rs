@@ -17,7 +17,7 @@ use super::sites::{
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
 use anyhow::{anyhow, bail, Context, Result};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use wasm_encoder::reencode::Reencode;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, GlobalSection,
@@ -1346,6 +1346,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     budget_in_global: cfg.budget_in_global,
                     asked_at: None,
                     redirect: copies.calls.get(&index),
+                    decide: copies.decide.get(&index),
                 };
                 let Body {
                     func,
@@ -1470,6 +1471,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                             budget_in_global: cfg.budget_in_global,
                             asked_at: Some(&c.asked_at),
                             redirect: Some(&c.redirect),
+                            decide: Some(&c.decide),
                         };
                         let b = rewrite_body(
                             body,
@@ -1707,6 +1709,9 @@ struct FuncCtx<'a> {
     /// Calls redirected to copies of synchronisation wrappers: original offset of
     /// the call → the copy's function index.
     redirect: Option<&'a HashMap<usize, u32>>,
+    /// Calls to synchronisation functions that loop, before which a
+    /// decision is made ([`SiteKind::SyncCall`]): original offsets.
+    decide: Option<&'a BTreeSet<usize>>,
     /// See [`Config::budget_in_global`].
     budget_in_global: bool,
 }
@@ -1906,8 +1911,17 @@ fn rewrite_body<'a>(
                     | SiteKind::CondWait
                     | SiteKind::Barrier
                     | SiteKind::Once
+                    | SiteKind::SyncCall
             );
-        let (user, loc, func_name) = match owner(offset, sync) {
+        // A call into a synchronisation library is the program's through
+        // the library's inlined front (`DebugInfo::call_owner`).
+        let whose =
+            if kind == SiteKind::SyncCall && ctx.user && ctx.attribute && ctx.asked_at.is_none() {
+                debug.call_owner(offset as u64, ctx.code)
+            } else {
+                owner(offset, sync)
+            };
+        let (user, loc, func_name) = match whose {
             // A synchronisation operation whose line the compiler merged
             // away (two stores of one variable become one) is still the
             // program's, in its function.
@@ -2260,6 +2274,19 @@ fn rewrite_body<'a>(
                     type_index,
                     table_index: facts.adapted_table,
                 });
+            }
+            Operator::Call { function_index }
+                if !ctx.is_start && ctx.decide.is_some_and(|d| d.contains(&offset)) =>
+            {
+                let callee = facts
+                    .func_names
+                    .get(&function_index)
+                    .map(|n| crate::dwarf::demangle(n));
+                em.mark(orig, true);
+                let site = new_site(sites, SiteKind::SyncCall, false, 0, 0, offset, callee);
+                em.yield_point(site, None);
+                em.mark(orig, false);
+                em.original(op)?;
             }
             Operator::Call { .. } if ctx.redirect.is_some_and(|r| r.contains_key(&offset)) => {
                 em.mark(orig, false);

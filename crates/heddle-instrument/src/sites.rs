@@ -58,6 +58,12 @@ pub enum SiteKind {
     /// A call to `pthread_once` in user code: the initialiser's end happens
     /// before every caller's return.
     Once,
+    /// A call of the program's to a synchronisation function of Rust's
+    /// `std::sync` or libc++ that is not copied because it loops (a
+    /// channel's `send`, a shared mutex's slow path): its own operations
+    /// are the library's, so the decision is made before the call, at the
+    /// program's line.
+    SyncCall,
 }
 
 impl SiteKind {
@@ -85,6 +91,7 @@ impl SiteKind {
             SiteKind::ThreadJoin => "join",
             SiteKind::Barrier => "barrier",
             SiteKind::Once => "once",
+            SiteKind::SyncCall => "sync-call",
         }
     }
 

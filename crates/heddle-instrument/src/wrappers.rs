@@ -36,6 +36,9 @@ pub struct Copy {
     /// Its calls to other wrappers, redirected: original offset of the call
     /// → the function index (in the instrumented module) of their copy.
     pub redirect: HashMap<usize, u32>,
+    /// Its calls to synchronisation functions that loop (not copied): a
+    /// decision is made before each, at the program's line.
+    pub decide: BTreeSet<usize>,
 }
 
 /// The copies of a module and the calls redirected to them.
@@ -48,6 +51,10 @@ pub struct Plan {
     /// Per function of the program (original index): its calls redirected
     /// to copies (original offset → function index of the copy).
     pub calls: HashMap<u32, HashMap<usize, u32>>,
+    /// Per function of the program (original index): its calls to
+    /// synchronisation functions that loop, before each of which a decision
+    /// is made ([`crate::sites::SiteKind::SyncCall`]).
+    pub decide: HashMap<u32, BTreeSet<usize>>,
 }
 
 impl Plan {
@@ -67,6 +74,15 @@ struct Func {
     user: bool,
     /// Whether it is Rust `core` code (copied when it leads to a wrapper).
     glue: bool,
+    /// Whether it is a synchronisation function that loops (or a
+    /// synchronisation library's function that reaches a loop): not copied,
+    /// but a call of the program's to it is a decision.
+    slow: bool,
+    /// Whether it belongs to a synchronisation library
+    /// ([`dwarf::is_sync_library_file`]).
+    library: bool,
+    /// Whether it has a loop.
+    loops: bool,
     /// Its direct calls: (original offset, callee).
     calls: Vec<(usize, u32)>,
 }
@@ -114,9 +130,17 @@ pub fn plan(
         // `Mutex::lock_contended` spinning, then waiting): its retries are
         // not the program's decisions, and it is not copied (inlined, it
         // is not either: `#[cold]` keeps it out of line at every level).
-        let wrapper = !loops
-            && (file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
-                || dwarf::is_sync_wrapper_function(&name));
+        let sync_file = file.as_deref().is_some_and(dwarf::is_sync_wrapper_file)
+            || dwarf::is_sync_wrapper_function(&name);
+        let library = file.as_deref().is_some_and(dwarf::is_sync_library_file);
+        let wrapper = !loops && sync_file;
+        // Not the primitives' own slow paths (`std::sys::sync`: a contended
+        // lock spinning, then waiting): the operation before the call, which
+        // found the lock taken, was the decision. A synchronisation library's
+        // function is slow when it can retry or block (below).
+        let slow = loops
+            && (library
+                || (sync_file && !file.as_deref().is_some_and(|f| f.contains("/std/src/sys/"))));
         let glue = !wrapper && file.as_deref().is_some_and(dwarf::is_rust_core_file);
         let user = !wrapper && {
             let dwarf_user =
@@ -132,15 +156,38 @@ pub fn plan(
             wrapper,
             user,
             glue,
-            calls: if wrapper || user || glue {
+            slow,
+            library,
+            loops,
+            calls: if wrapper || user || glue || library {
                 calls
             } else {
                 Vec::new()
             },
         });
     }
+    // A synchronisation library's function that reaches a loop through
+    // its calls can retry or block: slow.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..funcs.len() {
+            if funcs[i].library && !funcs[i].slow {
+                let reaches = funcs[i].calls.iter().any(|&(_, c)| {
+                    c.checked_sub(imported_funcs)
+                        .and_then(|j| funcs.get(j as usize))
+                        .is_some_and(|f| f.slow || f.loops)
+                });
+                if reaches {
+                    funcs[i].slow = true;
+                    changed = true;
+                }
+            }
+        }
+    }
     // `core`'s glue that leads to a wrapper (`drop_in_place` of a
-    // `MutexGuard`, `mem::drop`) is copied with it, so that a guard
+    // `MutexGuard`, `mem::drop`) or to a slow synchronisation function (a
+    // channel's end dropped) is copied with it, so that a guard
     // dropped at `-O0` unlocks at the program's line as it does inlined.
     let mut changed = true;
     while changed {
@@ -150,7 +197,7 @@ pub fn plan(
                 let leads = funcs[i].calls.iter().any(|&(_, c)| {
                     c.checked_sub(imported_funcs)
                         .and_then(|j| funcs.get(j as usize))
-                        .is_some_and(|f| f.wrapper)
+                        .is_some_and(|f| f.wrapper || f.slow)
                 });
                 if leads {
                     funcs[i].wrapper = true;
@@ -164,6 +211,7 @@ pub fn plan(
             .and_then(|i| funcs.get(i as usize))
     };
     let is_wrapper = |f: u32| defined(f).is_some_and(|f| f.wrapper);
+    let is_slow = |f: u32| defined(f).is_some_and(|f| f.slow);
 
     let mut plan = Plan::default();
     for (i, f) in funcs.iter().enumerate() {
@@ -172,6 +220,15 @@ pub fn plan(
         }
         let caller = imported_funcs + i as u32;
         for &(offset, callee) in &f.calls {
+            if is_slow(callee)
+                && matches!(
+                    debug.call_owner(offset as u64, &filters.code),
+                    Owner::User { .. }
+                )
+            {
+                plan.decide.entry(caller).or_default().insert(offset);
+                continue;
+            }
             if !is_wrapper(callee) || plan.copies.len() >= MAX_COPIES {
                 continue;
             }
@@ -201,6 +258,7 @@ pub fn plan(
                     wrapper: w,
                     asked_at: asked_at.clone(),
                     redirect: HashMap::new(),
+                    decide: BTreeSet::new(),
                 });
                 if let Some(func) = defined(w) {
                     todo.extend(func.calls.iter().map(|c| c.1).filter(|&c| is_wrapper(c)));
@@ -212,6 +270,12 @@ pub fn plan(
                     .calls
                     .iter()
                     .filter_map(|&(o, callee)| Some((o, *copy_of.get(&callee)?)))
+                    .collect();
+                c.decide = func
+                    .calls
+                    .iter()
+                    .filter(|&&(_, callee)| is_slow(callee))
+                    .map(|&(o, _)| o)
                     .collect();
             }
             plan.calls

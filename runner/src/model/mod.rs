@@ -94,7 +94,9 @@ impl EventKind {
             SiteKind::Unlock => EventKind::Unlock,
             SiteKind::CondWait => EventKind::CondWait,
             SiteKind::Alloc | SiteKind::Free => EventKind::Call,
-            SiteKind::ThreadCreate | SiteKind::Barrier | SiteKind::Once => EventKind::Call,
+            SiteKind::ThreadCreate | SiteKind::Barrier | SiteKind::Once | SiteKind::SyncCall => {
+                EventKind::Call
+            }
             SiteKind::ThreadJoin => EventKind::Join,
         }
     }

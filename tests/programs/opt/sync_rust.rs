@@ -1,10 +1,10 @@
 //! Rust's synchronisation, the way a crate's tests use it: atomics through a
-//! small helper type, a `Mutex` and a `Condvar` through a queue, and threads
-//! spawned in a loop. The site-table test (tests/e2e/site_table.rs) expects a
+//! small helper type, a `Mutex` and a `Condvar` through a queue, a channel,
+//! and threads spawned in a loop. The site-table test (tests/e2e/site_table.rs) expects a
 //! site per operation on its own line at opt-level 0 and 2; keep each
 //! operation on its own line (and update the test when this file changes).
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 
 struct Stats {
@@ -63,15 +63,20 @@ fn main() {
         items: Mutex::new(Vec::new()),
         ready: Condvar::new(),
     });
+    let (done_tx, done_rx) = mpsc::channel();
     let mut handles = Vec::new();
     for id in 1..=2 {
         let (stats, queue) = (Arc::clone(&stats), Arc::clone(&queue));
+        let done_tx = done_tx.clone();
         handles.push(thread::spawn(move || {
             queue.push(id);
             stats.hit(id);
+            done_tx.send(id).unwrap();
         }));
     }
     let got = queue.pop() + queue.pop();
+    let sent = done_rx.recv().unwrap() + done_rx.recv().unwrap();
+    assert_eq!(sent, 3);
     for h in handles {
         h.join().unwrap();
     }
