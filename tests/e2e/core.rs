@@ -1004,6 +1004,13 @@ fn one_name_per_idea_and_old_spellings_still_work() {
             "{runs}: {}",
             text(&o.stdout)
         );
+        // Messages name today's flag, whichever spelling was given.
+        assert!(
+            text(&o.stdout)
+                .contains("stopped at --runs 5: not exhaustive (a larger --runs explores further)"),
+            "{runs}: {}",
+            text(&o.stdout)
+        );
     }
     let mut seen = Vec::new();
     for args in [

@@ -233,7 +233,7 @@ pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
     })?;
     reproduce::check(&rp, &original)?;
     if matches!(original.verdict, Verdict::Pass { .. }) {
-        bail!("the recorded run passes: there is no failure to minimise");
+        bail!("the recorded run passes: there is no failure to minimise (give the replay file of a failing run, e.g. one `heddle fuzz` wrote)");
     }
     let m = minimize::minimize(
         &rp.program,
