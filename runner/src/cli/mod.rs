@@ -220,7 +220,7 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
-    /// Run a target once and print its verdict.
+    /// Run a target once; print its verdict and the program's output.
     #[command(
         after_help = "Examples:\n  heddle run targets/race_bank.c --seed 7 -- 2 2\n  heddle run targets/race_bank.c --strategy pct:3 --trace"
     )]

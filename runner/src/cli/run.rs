@@ -131,8 +131,13 @@ pub struct RunArgs {
     /// Seed of the run.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Print the program's output even when it passes.
+    /// Do not print the program's output when the run passes (a failing
+    /// run's output is printed all the same).
     #[arg(long)]
+    pub quiet_output: bool,
+    /// The program's output is printed by default; accepted so that
+    /// scripts written for older versions keep working.
+    #[arg(long, hide = true)]
     pub show_output: bool,
     /// Print every executed event.
     #[arg(long)]
@@ -248,7 +253,9 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
             None => writeln!(out, "{} = ? ({} bytes at {:#x})", o.name, o.size, o.addr),
         }?;
     }
-    if a.show_output || !r.verdict.is_pass() {
+    // With `--format json` this text, the output included, goes to stderr:
+    // stdout carries the JSON document alone.
+    if !a.quiet_output || !r.verdict.is_pass() {
         print_output(out, &r)?;
     }
     if json {
