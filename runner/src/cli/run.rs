@@ -175,12 +175,7 @@ pub fn print_races(
         writeln!(out, "{}", race.summary())?;
         for (label, side) in [("first", &race.first), ("second", &race.second)] {
             for f in side.stack.iter().take(6) {
-                let loc = f.loc.as_ref().map(|l| l.short()).unwrap_or_default();
-                writeln!(
-                    out,
-                    "    {label:<6} {} {loc}",
-                    f.function.as_deref().unwrap_or("?")
-                )?;
+                writeln!(out, "    {label:<6} {} {}", f.name(), f.place())?;
             }
         }
     }

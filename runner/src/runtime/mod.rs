@@ -573,10 +573,17 @@ impl Program {
                 None => out.push(Frame {
                     function: Some(name),
                     loc: fallback,
+                    offset: off.map(u64::from),
                 }),
                 Some(outer) => {
                     if outer.loc.is_none() {
                         outer.loc = fallback;
+                    }
+                    // The outermost frame is the wasm function itself:
+                    // code without a DWARF name (assembly) keeps the name
+                    // its symbol has.
+                    if outer.function.as_deref().is_none_or(str::is_empty) {
+                        outer.function = Some(name);
                     }
                     out.extend(frames);
                 }
@@ -1074,6 +1081,7 @@ impl Program {
                 stack.push(Frame {
                     function: Some(s.func_name.clone()),
                     loc: s.loc.clone(),
+                    offset: None,
                 });
             }
         }
@@ -1148,6 +1156,7 @@ impl Program {
                         stack.push(Frame {
                             function: Some(s.func_name.clone()),
                             loc: s.loc.clone(),
+                            offset: None,
                         });
                     }
                 }
