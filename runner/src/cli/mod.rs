@@ -15,6 +15,7 @@ mod explore;
 mod fuzz;
 mod instrument;
 mod plan;
+mod replay;
 mod run;
 mod show;
 mod targets;
@@ -250,7 +251,7 @@ enum Cmd {
     #[command(
         after_help = "Examples:\n  heddle replay heddle-out/race_bank-assertion-seed3.toml\n  heddle replay bug.toml --target build/prog.wasm"
     )]
-    Replay(fuzz::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Enumerate schedules systematically (bounded or exhaustive).
     #[command(
         after_help = "Examples:\n  heddle explore targets/counter_spy.c --observe x -- 2 3\n  heddle explore prog.c --bound preemptions=2 --runs 100000"
@@ -429,7 +430,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Man(a) => completions::man_cmd(a),
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
-        Cmd::Replay(a) => fuzz::replay_cmd(a),
+        Cmd::Replay(a) => replay::replay_cmd(a),
         Cmd::Merge(a) => fuzz::merge_cmd(a),
         Cmd::Test(a) => test::test_cmd(a),
         Cmd::Cargo { cmd } => cargo::run(cmd),

@@ -1,7 +1,7 @@
 //! `heddle show` (draw a recorded run) and `heddle minimize` (the same
 //! failure with the fewest preemptions).
 
-use super::fuzz::{print_notes, ReplayInputs};
+use super::replay::{print_notes, ReplayInputs};
 use super::EXIT_OK;
 use crate::report::{self, diagram, minimize, source::SourceCache, RunInfo};
 use crate::reproduce::{self, Replay};

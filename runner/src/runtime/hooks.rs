@@ -8,10 +8,10 @@
 //! picked again — that suspends the guest thread's fiber and returns control
 //! to the executor, which resumes the chosen thread's fiber.
 
-use super::state::{Outcome, RawFrame, RunCell, RunEnd, RunState};
+use super::state::{Outcome, RunCell, RunEnd, RunState};
 use super::ThreadCtx;
 use crate::instrument::{RtImport, SdkImport, SiteId};
-use crate::model::{Block, EventKind, Pending, Tid, NO_SITE};
+use crate::model::{Block, EventKind, Pending, RawFrame, Tid, NO_SITE};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

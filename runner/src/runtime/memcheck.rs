@@ -28,10 +28,9 @@
 //!   start, and only when the run captures diagnostics (the hooks add them).
 
 use super::memory::GuestMemory;
-use super::state::RawFrame;
 use crate::instrument::SiteId;
 use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
-use crate::model::{Pending, Tid};
+use crate::model::{Pending, RawFrame, Tid};
 use std::collections::BTreeMap;
 
 /// A memory error, as the memory checker saw it.

@@ -23,14 +23,14 @@ pub(crate) mod state;
 pub(crate) mod wasi;
 
 use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
-use crate::model::{Status, Tid, NO_SITE};
+use crate::model::{RawFrame, Status, Tid, NO_SITE};
 use crate::paths;
 use crate::sched::{self, Strategy};
 use crate::trace::{Decision, Event};
 use crate::verdict::{BlockedThread, HeldLock, ThreadAt, Verdict};
 use anyhow::{anyhow, bail, Result};
 use hooks::ThreadExit;
-use state::{Divergence, Limits, Outcome, RawFrame, RunCell, RunEnd, RunState, Scheduler};
+use state::{Divergence, Limits, Outcome, RunCell, RunEnd, RunState, Scheduler};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

@@ -24,21 +24,15 @@ use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
 use crate::model::wordlock::WordLocks;
-use crate::model::{AddrMap, Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
+use crate::model::{
+    AddrMap, Block, Clock, EventKind, FutexTable, Pending, RawFrame, Status, Tid, NO_SITE,
+};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
 use std::cell::{RefCell, RefMut};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use wasmtime::SharedMemory;
-
-/// A raw guest frame: function index and module offset in the
-/// *instrumented* module (symbolized later, through the site table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawFrame {
-    pub func: u32,
-    pub offset: Option<u32>,
-}
 
 /// An executed access to tracked futex words, not yet accounted for.
 #[derive(Debug, Clone)]
