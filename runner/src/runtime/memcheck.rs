@@ -12,7 +12,7 @@
 //!
 //! Invariants:
 //! * A `MemCheck` exists only in a run of a module instrumented with
-//!   memcheck (`RunState::mem` is `None` otherwise), so its methods never
+//!   memcheck (`Checkers::mem` is `None` otherwise), so its methods never
 //!   ask whether checking is on.
 //! * A thread has a pending allocator call exactly between its `alloc_args`
 //!   and `alloc_post` hooks, and at most one: a thread makes one allocator

@@ -15,8 +15,8 @@
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
-use super::memory::{GuestMemory, MemorySpan};
-use super::progress::Progress;
+use super::memory::{GuestMemory, MemorySpan, RunMemory};
+use super::progress::{Liveness, Progress};
 use super::races::Races;
 use super::ready::ReadySets;
 use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
@@ -579,9 +579,9 @@ const MAX_PRIVATE_RUN: u32 = 256;
 /// does: see [`RunState::new`] and [`RunState::recycle`].
 #[derive(Default)]
 pub struct Scratch {
-    /// `RunState::write_stamp`, with every entry below `stamp_base`.
+    /// `Liveness::write_stamp`, with every entry below `stamp_base`.
     write_stamp: Vec<u64>,
-    /// `RunState::progress`.
+    /// `Liveness::progress`.
     progress: Progress,
     stamp_base: u64,
     races: Option<Box<Races>>,
@@ -593,8 +593,8 @@ pub struct Scratch {
     slots: Vec<Slot>,
     filed: ReadySets,
     held: Vec<Option<u32>>,
-    /// `RunState::ready`, `futex`, `lock_owner`, `handles` and `mem`,
-    /// emptied: kept for their capacity, so that a run's locks, waits and
+    /// `RunState::ready`, `futex`, `locks.owner`, `handles` and
+    /// `checkers.mem`, emptied: kept for their capacity, so that a run's locks, waits and
     /// allocations do not allocate once an earlier run had as many.
     ready: Vec<Tid>,
     futex: FutexTable,
@@ -630,29 +630,15 @@ pub struct RunState {
     /// The run is over and its suspended threads are being unwound
     /// (`Executor::close`): their pending host calls fail.
     pub closed: bool,
-    pub memory: SharedMemory,
-    /// Where `memory` is and how long it is now.
-    span: MemorySpan,
+    /// The guest memory and its sizes.
+    pub memory: RunMemory,
     pub sites: Arc<SiteTable>,
     /// `sites` packed for the hot path.
     pub info: Arc<[SiteInfo]>,
     pub limits: Limits,
     budget_rng: Rng,
-    /// Step of the last write to each (hashed) word, for spin detection,
-    /// plus `stamp_base`.
-    write_stamp: Vec<u64>,
-    /// Larger than every stamp earlier runs left in `write_stamp`: stamps
-    /// are `stamp_base + step`, so a stale one reads as "not written since
-    /// any step of this run", as a zeroed table would (without clearing
-    /// 32 KiB per run).
-    stamp_base: u64,
-    /// Step of the last yield point a thread reached while it was the only
-    /// ready one. Spin detection ignores such solo stretches (they may have
-    /// written anything), so that skipping them (the fast path) and seeing
-    /// them give the same hints.
-    solo_epoch: u64,
-    /// Whether the threads still make progress.
-    progress: Progress,
+    /// Spin hints and progress: whether the threads spin or hang.
+    live: Liveness,
     /// A thread that waited [`Limits::fair_steps`] while others ran, and
     /// how many more steps it is run for before the strategy decides again.
     force: Option<(Tid, u32)>,
@@ -664,46 +650,84 @@ pub struct RunState {
     pub granted: u32,
     /// Skipped yield points accounted for so far.
     pub skipped: u64,
+    /// What the run records for its result.
+    pub record: Recording,
+    /// Context switches, and those that were preemptions.
+    pub switches: u64,
+    pub preemptions: u64,
+    /// Who holds which lock.
+    pub locks: LockOwners,
+    cands: Vec<Candidate>,
+    /// The memory checker and the race detector.
+    pub checkers: Checkers,
+    /// `pthread_t` values of threads created in user code.
+    pub handles: AddrMap<Tid>,
+    /// The guest's `random_get` stream.
+    random: GuestRandom,
+}
+
+/// What a run records for its result (beyond its verdict): the executed
+/// events, with their stacks when asked, the guest's labels and the sites
+/// reached.
+pub struct Recording {
+    /// With `record_events`: every executed event.
     pub events: Vec<Event>,
     /// With `event_stacks`: the stack of each recorded event.
     pub event_stacks: Vec<Vec<RawFrame>>,
     /// `heddle_event` labels: (step, tid, label).
     pub labels: Vec<(u64, Tid, String)>,
-    /// Context switches, and those that were preemptions.
-    pub switches: u64,
-    pub preemptions: u64,
+    /// Sites reached at least once (a bitset by site id): coverage.
+    pub hit: Vec<u64>,
+}
+
+/// Who holds which lock, for reports (a deadlock's owners, the lock a
+/// blocked thread waits for).
+pub struct LockOwners {
     /// Lock owners known from lock/unlock calls in user code.
-    pub lock_owner: AddrMap<Tid>,
+    pub owner: AddrMap<Tid>,
     /// Futex words used as locks, with their owners (diagnostic runs only:
     /// the history must be complete, so no yield point may be skipped).
     pub words: Option<WordLocks>,
     /// Stacks of the read-modify-writes that took words (indexed by
     /// [`crate::model::wordlock::Taken::stack`]).
     pub word_stacks: Vec<Vec<RawFrame>>,
-    cands: Vec<Candidate>,
-    /// The guest memory's size in pages as the guest sees it (the shared
-    /// memory may be larger: it is recycled from earlier runs).
-    pub mem_pages: u32,
-    /// The module's maximum memory size in pages.
-    pub mem_max: u32,
-    /// The largest size the memory had in this run (what to clear after it).
-    pub mem_high: u32,
-    /// The memory checker (None when memcheck is off). It and the race
-    /// detector are boxed: each is a few hundred bytes, and both go from
-    /// the scratch to the state and back at every run.
+}
+
+/// The checkers a run may have on: each is None when off. They are boxed:
+/// each is a few hundred bytes, and both go from the scratch to the state
+/// and back at every run.
+pub struct Checkers {
+    /// The memory checker (memcheck).
     pub mem: Option<Box<MemCheck>>,
-    /// The race detector (None when race detection is off).
+    /// The race detector.
     pub races: Option<Box<Races>>,
-    /// `pthread_t` values of threads created in user code.
-    pub handles: AddrMap<Tid>,
-    /// Sites reached at least once (a bitset by site id): coverage.
-    pub hit: Vec<u64>,
-    /// The guest's `random_get` stream (ChaCha8, separate from scheduling),
-    /// made at the run's first call ([`RunState::guest_random`]): few
-    /// programs ask, and its state is a third of a kilobyte.
-    random: Option<Box<rand::rngs::ChaCha8Rng>>,
+}
+
+/// The guest's `random_get` stream (ChaCha8, separate from scheduling),
+/// made at the run's first call ([`GuestRandom::rng`]): few programs ask,
+/// and its state is a third of a kilobyte.
+struct GuestRandom {
+    rng: Option<Box<rand::rngs::ChaCha8Rng>>,
     /// The seed of that stream.
-    random_seed: u64,
+    seed: u64,
+}
+
+impl GuestRandom {
+    /// The stream of a run of seed `seed`, not made yet.
+    fn new(seed: u64) -> GuestRandom {
+        GuestRandom {
+            rng: None,
+            seed: seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    /// The stream, made at its first use.
+    fn rng(&mut self) -> &mut rand::rngs::ChaCha8Rng {
+        let seed = self.seed;
+        self.rng.get_or_insert_with(|| {
+            Box::new(<rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed))
+        })
+    }
 }
 
 /// Stream id of the guest's random bytes.
@@ -789,47 +813,47 @@ impl RunState {
             sched,
             outcome: None,
             closed: false,
-            span: MemorySpan::of(&memory),
-            memory,
+            memory: RunMemory::new(memory, pages),
             sites,
             info,
             limits,
             budget_rng: Rng::new(seed, STREAM_BUDGET),
-            write_stamp,
-            stamp_base,
-            solo_epoch: 0,
-            progress,
+            live: Liveness {
+                write_stamp,
+                stamp_base,
+                solo_epoch: 0,
+                progress,
+            },
             force: None,
             fast,
             granted: 0,
             skipped: 0,
-            events: Vec::new(),
-            event_stacks: Vec::new(),
-            labels: Vec::new(),
+            record: Recording {
+                events: Vec::new(),
+                event_stacks: Vec::new(),
+                labels: Vec::new(),
+                hit: vec![0; sites_count.div_ceil(64)],
+            },
             switches: 0,
             preemptions: 0,
-            lock_owner,
-            words: diagnostics.then(WordLocks::default),
-            word_stacks: Vec::new(),
+            locks: LockOwners {
+                owner: lock_owner,
+                words: diagnostics.then(WordLocks::default),
+                word_stacks: Vec::new(),
+            },
             cands,
-            mem_pages: pages.0,
-            mem_max: pages.1,
-            mem_high: pages.0,
-            mem,
-            races: Races::new(races, old_races),
+            checkers: Checkers {
+                mem,
+                races: Races::new(races, old_races),
+            },
             handles,
-            hit: vec![0; sites_count.div_ceil(64)],
-            random: None,
-            random_seed: seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            random: GuestRandom::new(seed),
         }
     }
 
     /// The guest's `random_get` stream, made at its first use.
     pub fn guest_random(&mut self) -> &mut rand::rngs::ChaCha8Rng {
-        let seed = self.random_seed;
-        self.random.get_or_insert_with(|| {
-            Box::new(<rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed))
-        })
+        self.random.rng()
     }
 
     /// Leaves this run's buffers to the next one on its memory, in
@@ -854,11 +878,11 @@ impl RunState {
             handles,
             mem,
         } = scratch;
-        *write_stamp = take(&mut self.write_stamp);
-        self.progress.retire(self.steps);
-        *progress = take(&mut self.progress);
-        *stamp_base = self.stamp_base + self.steps + 1;
-        *races = self.races.take();
+        *write_stamp = take(&mut self.live.write_stamp);
+        self.live.progress.retire(self.steps);
+        *progress = take(&mut self.live.progress);
+        *stamp_base = self.live.stamp_base + self.steps + 1;
+        *races = self.checkers.races.take();
         *cands = take(&mut self.cands);
         *threads = take(&mut self.threads);
         *slots = take(&mut self.slots);
@@ -866,9 +890,9 @@ impl RunState {
         *held = take(&mut self.held);
         *ready = take(&mut self.ready);
         *futex = take(&mut self.futex);
-        *lock_owner = take(&mut self.lock_owner);
+        *lock_owner = take(&mut self.locks.owner);
         *handles = take(&mut self.handles);
-        *mem = self.mem.take();
+        *mem = self.checkers.mem.take();
     }
 
     /// Ends the run with `o` unless it is already ending.
@@ -915,11 +939,11 @@ impl RunState {
         self.threads.push(ThreadRec::new(start_arg));
         self.slots.push(Slot::new(tid));
         self.threads[tid as usize].parent = parent;
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             races.spawn(parent, tid);
         }
         self.threads[parent as usize].last_child = Some(tid);
-        self.progress.made(self.steps, None);
+        self.live.progress.made(self.steps, None);
         self.set_ready(tid);
         self.sched.strategy.on_spawn(tid);
         tid
@@ -957,22 +981,24 @@ impl RunState {
         if self.ready.len() == 1 && !self.watched(steps) {
             // A solo stretch between watches counts as progress, as a
             // stretch the fast path skipped does.
-            self.progress.unseen(steps);
+            self.live.progress.unseen(steps);
         } else {
-            self.progress.observe(tid, &p, steps, guest(&self.span));
+            self.live
+                .progress
+                .observe(tid, &p, steps, guest(&self.memory.span));
         }
         if self.ready.len() == 1 {
             // A solo stretch: no spin tracking (see `solo_epoch`).
-            self.solo_epoch = steps;
+            self.live.solo_epoch = steps;
             self.threads[tid as usize].forget_spin(steps);
             self.slots[tid as usize].cand.spinning = false;
             self.set_pending(tid, p);
-            if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+            if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
             }
             return;
         }
-        let solo_epoch = self.solo_epoch;
+        let solo_epoch = self.live.solo_epoch;
         // A failing test-and-set, exchange or CAS writes what it read (or
         // nothing), so it never looks like a re-read of an unwritten word:
         // it spins when the word holds the value this thread's last such
@@ -1010,7 +1036,7 @@ impl RunState {
                 // Nobody wrote the word since `step`, and this thread
                 // neither stored nor created a thread since: it only polls.
                 let unwritten_since = |step: u64| {
-                    self.write_stamp[slot] <= self.stamp_base + step
+                    self.live.write_stamp[slot] <= self.live.stamp_base + step
                         && solo_epoch <= step
                         && worked_at <= step
                 };
@@ -1043,11 +1069,11 @@ impl RunState {
         th.spins = spinning;
         self.slots[tid as usize].cand.spinning = spinning;
         self.set_pending(tid, p);
-        if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+        if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
             *w |= 1 << (p.site & 63);
         }
         if p.kind.writes() {
-            self.write_stamp[Self::hash_slot(p.addr)] = self.stamp_base + steps;
+            self.live.write_stamp[Self::hash_slot(p.addr)] = self.live.stamp_base + steps;
         }
     }
 
@@ -1092,8 +1118,9 @@ impl RunState {
         if let Some(word) = self.inline_mutex_word(&p) {
             if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
                 self.threads[tid as usize].announced = false;
-                self.write_stamp[Self::hash_slot(word.addr)] = self.stamp_base + self.steps;
-                self.progress.made(self.steps, Some(word.addr));
+                self.live.write_stamp[Self::hash_slot(word.addr)] =
+                    self.live.stamp_base + self.steps;
+                self.live.progress.made(self.steps, Some(word.addr));
                 return self.account(tid, word, false);
             }
         }
@@ -1105,13 +1132,13 @@ impl RunState {
     fn account(&mut self, tid: Tid, p: Pending, preempted: bool) -> Result<(), RunEnd> {
         if self.sched.observes {
             let view = View {
-                memory: guest(&self.span),
+                memory: guest(&self.memory.span),
                 threads: &self.threads,
-                labels: &self.labels,
+                labels: &self.record.labels,
             };
             self.sched.strategy.on_event(tid, &p, &view);
         }
-        if self.words.is_some() {
+        if self.locks.words.is_some() {
             self.note_word_op(tid, p);
         }
         // Record before the race check, so that a racing access that ends
@@ -1119,7 +1146,7 @@ impl RunState {
         if self.limits.record_events {
             self.record(tid, p, preempted);
         }
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             if let Some(race) = races.executed(tid, p, &self.info, self.steps) {
                 self.end(Outcome::Race(race));
             }
@@ -1167,7 +1194,7 @@ impl RunState {
     /// Appends `p`, executed now by `tid`, to the trace.
     fn record(&mut self, tid: Tid, p: Pending, preempted: bool) {
         self.fill_last_value(tid);
-        self.events.push(Event {
+        self.record.events.push(Event {
             step: self.steps,
             tid,
             site: p.site,
@@ -1179,16 +1206,18 @@ impl RunState {
         });
         if self.limits.event_stacks {
             let stack = self.threads[tid as usize].pending_stack.clone();
-            self.event_stacks.push(stack);
+            self.record.event_stacks.push(stack);
         }
-        self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+        self.threads[tid as usize].last_event = Some(self.record.events.len() - 1);
     }
 
     /// Notes the values of the tracked futex words `tid`'s access `p`, which
     /// executes now, may change (a 4-byte read-modify-write is tracked from
     /// its first one on).
     fn note_word_op(&mut self, tid: Tid, p: Pending) {
-        let Some(words) = &self.words else { return };
+        let Some(words) = &self.locks.words else {
+            return;
+        };
         let rmw = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg);
         let mut before = Vec::new();
         if rmw {
@@ -1228,7 +1257,9 @@ impl RunState {
     /// words (it has executed by the time the thread reaches its next
     /// yield point or ends).
     fn settle_words(&mut self, tid: Tid) {
-        let Some(words) = &mut self.words else { return };
+        let Some(words) = &mut self.locks.words else {
+            return;
+        };
         let th = &mut self.threads[tid as usize];
         let Some(WordOp {
             site,
@@ -1240,13 +1271,13 @@ impl RunState {
             return;
         };
         for (addr, old) in before {
-            let Some(new) = guest(&self.span).read_le(addr, 4).map(|v| v as u32) else {
+            let Some(new) = guest(&self.memory.span).read_le(addr, 4).map(|v| v as u32) else {
                 continue;
             };
             if rmw {
                 if words.rmw(tid, addr, site, old, new) && !stack.is_empty() {
-                    self.word_stacks.push(stack.clone());
-                    words.taken_with_stack(tid, addr, self.word_stacks.len() - 1);
+                    self.locks.word_stacks.push(stack.clone());
+                    words.taken_with_stack(tid, addr, self.locks.word_stacks.len() - 1);
                 }
             } else {
                 words.store(tid, addr, old, new);
@@ -1258,9 +1289,9 @@ impl RunState {
     /// by the time the thread reaches its next yield point).
     pub fn fill_last_value(&mut self, tid: Tid) {
         if let Some(i) = self.threads[tid as usize].last_event.take() {
-            let e = self.events[i];
+            let e = self.record.events[i];
             if e.kind.is_access() && (1..=8).contains(&e.len) {
-                self.events[i].value = self.read_le(e.addr, e.len);
+                self.record.events[i].value = self.read_le(e.addr, e.len);
             }
         }
     }
@@ -1272,7 +1303,7 @@ impl RunState {
 
     /// The run's guest memory, for the host's reads and writes.
     pub fn guest(&self) -> GuestMemory<'_> {
-        guest(&self.span)
+        guest(&self.memory.span)
     }
 
     /// How many guarded yield points the current thread may skip from now
@@ -1286,7 +1317,7 @@ impl RunState {
     pub fn solo_window(&self) -> u32 {
         if !self.fast
             || self.ready.len() != 1
-            || self.span.byte_len() >> 16 != self.mem_pages as usize
+            || self.memory.span.byte_len() >> 16 != self.memory.pages as usize
         {
             return 0;
         }
@@ -1319,9 +1350,9 @@ impl RunState {
         self.skipped += used;
         self.clock
             .advance_to(self.clock.now() + used * Clock::STEP_NS);
-        self.solo_epoch = self.steps;
+        self.live.solo_epoch = self.steps;
         let steps = self.steps;
-        self.progress.unseen(steps);
+        self.live.progress.unseen(steps);
         self.threads[self.current as usize].forget_spin(steps);
         self.slots[self.current as usize].cand.spinning = false;
     }
@@ -1330,7 +1361,7 @@ impl RunState {
         self.steps += 1;
         self.clock.tick();
         let window = self.hang_window();
-        if self.progress.stalled(self.steps) >= window {
+        if self.live.progress.stalled(self.steps) >= window {
             return Err(self.hang(window));
         }
         if self.steps > self.limits.max_steps {
@@ -1470,7 +1501,7 @@ impl RunState {
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
-        let mem = guest(&self.span);
+        let mem = guest(&self.memory.span);
         if !record && self.slots.len() <= 64 {
             // The same walk on one word per set (every tid below 64), with
             // no waiting list to keep.
@@ -1616,11 +1647,11 @@ impl RunState {
         let chosen = if cands.len() == 1 {
             Ok(cands[0].tid)
         } else {
-            self.sched.events_recorded = self.events.len();
+            self.sched.events_recorded = self.record.events.len();
             let view = View {
-                memory: guest(&self.span),
+                memory: guest(&self.memory.span),
                 threads: &self.threads,
-                labels: &self.labels,
+                labels: &self.record.labels,
             };
             let pick = self
                 .sched
@@ -1679,11 +1710,11 @@ impl RunState {
                     self.executed(t, false)?;
                     return Ok(());
                 }
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 let view = View {
-                    memory: guest(&self.span),
+                    memory: guest(&self.memory.span),
                     threads: &self.threads,
-                    labels: &self.labels,
+                    labels: &self.record.labels,
                 };
                 let pick = self.sched.pick_thread(None, &cands, &view);
                 let t = pick.map(|i| cands[i].tid);
@@ -1718,7 +1749,7 @@ impl RunState {
                 && d - now <= self.sched.max_stall_ns
                 && self.timers.first() == Some(&(d, tid))
             {
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 match self.sched.pick_stall(tid, site, d - now) {
                     Ok(true) => {
                         self.clock.advance_to(d);
@@ -1738,9 +1769,9 @@ impl RunState {
             self.fill_last_value(tid);
         }
         self.settle_words(tid);
-        self.progress.made(self.steps, None);
+        self.live.progress.made(self.steps, None);
         self.threads[tid as usize].status = Status::Done;
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             races.finish(tid);
         }
         self.set_pending(
@@ -1764,7 +1795,7 @@ impl RunState {
         for i in 0..k {
             let remaining = total - i;
             let index = if k - i < remaining {
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 match self.sched.pick_value(tid, site, remaining) {
                     Ok(v) => v as usize,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1773,7 +1804,7 @@ impl RunState {
                 0
             };
             let woken = self.futex.take(addr, index);
-            if let Some(races) = &mut self.races {
+            if let Some(races) = &mut self.checkers.races {
                 races.wake(tid, woken);
             }
             let th = &self.threads[woken as usize];
@@ -1799,8 +1830,8 @@ impl RunState {
     }
 
     fn release(&mut self, tid: Tid, addr: u32) {
-        if self.lock_owner.get(addr) == Some(&tid) {
-            self.lock_owner.remove(addr);
+        if self.locks.owner.get(addr) == Some(&tid) {
+            self.locks.owner.remove(addr);
         }
         self.threads[tid as usize].holds.retain(|&(a, _)| a != addr);
         let p = self.pending(tid);
@@ -1837,7 +1868,7 @@ impl RunState {
                 // find the barrier open or the once done leave through a
                 // plain read, which gives no edge of its own: their return
                 // acquires it.
-                if let Some(races) = &mut self.races {
+                if let Some(races) = &mut self.checkers.races {
                     races.departed(tid, addr);
                 }
                 return;
@@ -1845,7 +1876,8 @@ impl RunState {
             Some(SiteKind::ThreadJoin) => {
                 // `addr` is the `pthread_t` argument.
                 if ret == 0 {
-                    if let (Some(&joined), Some(races)) = (self.handles.get(addr), &mut self.races)
+                    if let (Some(&joined), Some(races)) =
+                        (self.handles.get(addr), &mut self.checkers.races)
                     {
                         races.joined(tid, joined);
                     }
@@ -1863,10 +1895,10 @@ impl RunState {
         let th = &mut self.threads[tid as usize];
         if took {
             th.holds.push((addr, site));
-            self.lock_owner.insert(addr, tid);
+            self.locks.owner.insert(addr, tid);
             if self.limits.record_events {
                 self.fill_last_value(tid);
-                self.events.push(Event {
+                self.record.events.push(Event {
                     step: self.steps,
                     tid,
                     site,
@@ -1878,7 +1910,7 @@ impl RunState {
                 });
                 if self.limits.event_stacks {
                     let stack = self.threads[tid as usize].pending_stack.clone();
-                    self.event_stacks.push(stack);
+                    self.record.event_stacks.push(stack);
                 }
             }
         }
@@ -1887,7 +1919,7 @@ impl RunState {
     /// The memory checker's verdict on an access, if it is invalid.
     #[inline]
     pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
-        let mem = self.mem.as_ref()?;
+        let mem = self.checkers.mem.as_ref()?;
         if p.len == 0 {
             // An inlined lock or unlock touches the mutex's lock word itself.
             return mem.check_access(&self.inline_mutex_word(p)?);
@@ -1904,7 +1936,13 @@ impl RunState {
         stack: Vec<RawFrame>,
         block: Option<HeapBlock>,
     ) -> MemoryError {
-        MemCheck::error(self.mem.as_deref(), kind, (tid, addr, site), stack, block)
+        MemCheck::error(
+            self.checkers.mem.as_deref(),
+            kind,
+            (tid, addr, site),
+            stack,
+            block,
+        )
     }
 
     fn origin(&self, tid: Tid, site: SiteId) -> Origin {
@@ -1925,8 +1963,8 @@ impl RunState {
     ) -> Result<(), InvalidFree> {
         let at = self.origin(tid, site);
         let callee = self.sites.site(site).and_then(|s| s.callee.as_deref());
-        let mem = self.mem.as_mut().expect("memcheck on");
-        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.span))? {
+        let mem = self.checkers.mem.as_mut().expect("memcheck on");
+        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.memory.span))? {
             self.heap_event(tid, site, freed, 0);
         }
         Ok(())
@@ -1941,7 +1979,7 @@ impl RunState {
             return;
         }
         self.fill_last_value(tid);
-        self.events.push(Event {
+        self.record.events.push(Event {
             step: self.steps,
             tid,
             site,
@@ -1954,28 +1992,31 @@ impl RunState {
         if self.limits.event_stacks {
             // The stack of the previous yield point may be at another line:
             // leave it empty so the event is placed at its call site.
-            self.event_stacks.push(Vec::new());
+            self.record.event_stacks.push(Vec::new());
         }
     }
 
     /// The `i`-th argument the allocator call should really get.
     pub fn alloc_arg(&self, tid: Tid, i: u32) -> u32 {
-        self.mem.as_ref().map_or(0, |m| m.alloc_arg(tid, i))
+        self.checkers
+            .mem
+            .as_ref()
+            .map_or(0, |m| m.alloc_arg(tid, i))
     }
 
     /// The allocator returned `result`; returns what the guest gets.
     pub fn alloc_post(&mut self, tid: Tid, site: SiteId, result: u32) -> u32 {
         let at = self.origin(tid, site);
-        let Some(mem) = self.mem.as_mut() else {
+        let Some(mem) = self.checkers.mem.as_mut() else {
             return result;
         };
-        let (ret, block) = mem.alloc_post(result, at, guest(&self.span));
+        let (ret, block) = mem.alloc_post(result, at, guest(&self.memory.span));
         if let Some(b) = block {
-            if let Some(races) = &mut self.races {
+            if let Some(races) = &mut self.checkers.races {
                 races.fresh(b.real_start(), b.size.saturating_add(2 * b.redzone));
             }
             self.heap_event(tid, site, b.start, b.size);
-            MemCheck::poison(guest(&self.span), &b);
+            MemCheck::poison(guest(&self.memory.span), &b);
         }
         ret
     }
@@ -1983,20 +2024,7 @@ impl RunState {
     /// `memory.grow`: grows the logical size (and the shared memory, when it
     /// is not already large enough). Returns the old size or -1.
     pub fn grow(&mut self, delta: u32) -> i32 {
-        let old = self.mem_pages;
-        let Some(new) = old.checked_add(delta).filter(|&n| n <= self.mem_max) else {
-            return -1;
-        };
-        let physical = (self.span.byte_len() >> 16) as u32;
-        if new > physical {
-            if self.memory.grow((new - physical) as u64).is_err() {
-                return -1;
-            }
-            self.span.refresh(&self.memory);
-        }
-        self.mem_pages = new;
-        self.mem_high = self.mem_high.max(new);
-        old as i32
+        self.memory.grow(delta)
     }
 
     /// A value choice by `tid` (`heddle_choose`).
@@ -2004,7 +2032,7 @@ impl RunState {
         if n <= 1 {
             return Ok(0);
         }
-        self.sched.events_recorded = self.events.len();
+        self.sched.events_recorded = self.record.events.len();
         match self.sched.pick_value(tid, site, n) {
             Ok(v) => Ok(v),
             Err(d) => Err(self.end(Outcome::Diverged(d))),
