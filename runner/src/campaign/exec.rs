@@ -203,7 +203,7 @@ impl Campaign<'_> {
                     .filter_map(|p| ShardState::read(p).ok().map(|s| s.shard.to_string()))
                     .collect();
                 bail!(
-                    "--resume: {} holds shard(s) {}, not {shard}",
+                    "--resume: {} holds shard(s) {}, not {shard}: give the same --shard, or another --out for this one",
                     opts.out.display(),
                     names.join(",")
                 );
@@ -215,7 +215,7 @@ impl Campaign<'_> {
                 );
             }
             bail!(
-                "--resume: {} has no campaign state ({})",
+                "--resume: {} has no campaign state ({}): run without --resume to start the campaign there",
                 opts.out.display(),
                 path.file_name().unwrap_or_default().to_string_lossy()
             );
@@ -226,7 +226,7 @@ impl Campaign<'_> {
         was.runs = identity.runs;
         if was != identity {
             bail!(
-                "--resume: {} holds a different campaign ({})",
+                "--resume: {} holds a different campaign ({}): give the same target and options, or another --out",
                 opts.out.display(),
                 identity_difference(&s.identity, &identity)
             );
