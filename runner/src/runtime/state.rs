@@ -85,7 +85,7 @@ pub enum Outcome {
 
 /// Per-thread bookkeeping. What every decision reads of each ready thread
 /// (its pending event and spinning hint) is kept apart, dense by tid, in
-/// [`RunState::slots`].
+/// [`Runnable::slots`].
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
     /// The thread that created it (0 for main itself).
@@ -146,7 +146,7 @@ pub struct ThreadRec {
     private_run: u32,
 }
 
-/// What a decision reads of one thread, in [`RunState::slots`]: the
+/// What a decision reads of one thread, in [`Runnable::slots`]: the
 /// thread as a candidate (its pending event and its spinning hint) and
 /// whether that event may wait for a held lock ([`may_take_lock`], worked
 /// out when the event is noted rather than at every decision).
@@ -154,8 +154,8 @@ pub struct ThreadRec {
 struct Slot {
     cand: Candidate,
     takes_lock: bool,
-    /// The thread is in [`RunState::ready`] (and filed in
-    /// [`RunState::filed`]).
+    /// The thread is in [`Runnable::ready`] (and filed in
+    /// [`Runnable::filed`]).
     ready: bool,
     /// The step since which it has been ready without running.
     since: u64,
@@ -586,16 +586,17 @@ pub struct Scratch {
     stamp_base: u64,
     races: Option<Box<Races>>,
     cands: Vec<Candidate>,
-    /// `RunState::threads`, `slots`, `filed` and `held`, emptied: a run of
-    /// a hundred threads would otherwise grow its records from one entry,
-    /// copying each at every doubling.
+    /// `RunState::threads` and `Runnable`'s `slots`, `filed` and `held`,
+    /// emptied: a run of a hundred threads would otherwise grow its records
+    /// from one entry, copying each at every doubling.
     threads: Vec<ThreadRec>,
     slots: Vec<Slot>,
     filed: ReadySets,
     held: Vec<Option<u32>>,
-    /// `RunState::ready`, `futex`, `locks.owner`, `handles` and
-    /// `checkers.mem`, emptied: kept for their capacity, so that a run's locks, waits and
-    /// allocations do not allocate once an earlier run had as many.
+    /// The ready list, `futex`, the lock owners, `handles` and the memory
+    /// checker, emptied: kept for their capacity, so that a run's locks,
+    /// waits and allocations do not allocate once an earlier run had as
+    /// many.
     ready: Vec<Tid>,
     futex: FutexTable,
     lock_owner: AddrMap<Tid>,
@@ -609,17 +610,8 @@ const RECENT_READS: usize = 8;
 /// The state of one run.
 pub struct RunState {
     pub threads: Vec<ThreadRec>,
-    /// Per tid, what a decision reads of the thread: a walk over the ready
-    /// threads touches these few bytes each, not whole records.
-    slots: Vec<Slot>,
-    /// The ready threads filed by the lock their pending event may wait
-    /// for, so that a decision looks at each lock once.
-    filed: ReadySets,
-    /// Scratch of [`RunState::candidates`]: per lock of `filed.locks`, the
-    /// held word, if held.
-    held: Vec<Option<u32>>,
-    /// Sorted ids of `Ready` threads.
-    ready: Vec<Tid>,
+    /// The threads that can run, as decisions read them.
+    runnable: Runnable,
     pub current: Tid,
     pub steps: u64,
     pub clock: Clock,
@@ -657,13 +649,29 @@ pub struct RunState {
     pub preemptions: u64,
     /// Who holds which lock.
     pub locks: LockOwners,
-    cands: Vec<Candidate>,
     /// The memory checker and the race detector.
     pub checkers: Checkers,
     /// `pthread_t` values of threads created in user code.
     pub handles: AddrMap<Tid>,
     /// The guest's `random_get` stream.
     random: GuestRandom,
+}
+
+/// The threads that can run, as a decision reads them.
+struct Runnable {
+    /// Per tid, what a decision reads of the thread: a walk over the ready
+    /// threads touches these few bytes each, not whole records.
+    slots: Vec<Slot>,
+    /// The ready threads filed by the lock their pending event may wait
+    /// for, so that a decision looks at each lock once.
+    filed: ReadySets,
+    /// Scratch of [`RunState::candidates`]: per lock of `filed.locks`, the
+    /// held word, if held.
+    held: Vec<Option<u32>>,
+    /// Sorted ids of `Ready` threads.
+    ready: Vec<Tid>,
+    /// The candidates of the decision being made (kept for its capacity).
+    cands: Vec<Candidate>,
 }
 
 /// What a run records for its result (beyond its verdict): the executed
@@ -801,10 +809,13 @@ impl RunState {
         cands.clear();
         RunState {
             threads,
-            slots,
-            filed,
-            held,
-            ready,
+            runnable: Runnable {
+                slots,
+                filed,
+                held,
+                ready,
+                cands,
+            },
             current: 0,
             steps: 0,
             clock: Clock::new(),
@@ -841,7 +852,6 @@ impl RunState {
                 words: diagnostics.then(WordLocks::default),
                 word_stacks: Vec::new(),
             },
-            cands,
             checkers: Checkers {
                 mem,
                 races: Races::new(races, old_races),
@@ -883,12 +893,12 @@ impl RunState {
         *progress = take(&mut self.live.progress);
         *stamp_base = self.live.stamp_base + self.steps + 1;
         *races = self.checkers.races.take();
-        *cands = take(&mut self.cands);
+        *cands = take(&mut self.runnable.cands);
         *threads = take(&mut self.threads);
-        *slots = take(&mut self.slots);
-        *filed = take(&mut self.filed);
-        *held = take(&mut self.held);
-        *ready = take(&mut self.ready);
+        *slots = take(&mut self.runnable.slots);
+        *filed = take(&mut self.runnable.filed);
+        *held = take(&mut self.runnable.held);
+        *ready = take(&mut self.runnable.ready);
         *futex = take(&mut self.futex);
         *lock_owner = take(&mut self.locks.owner);
         *handles = take(&mut self.handles);
@@ -914,22 +924,22 @@ impl RunState {
     }
 
     fn set_ready(&mut self, tid: Tid) {
-        if let Err(i) = self.ready.binary_search(&tid) {
-            self.ready.insert(i, tid);
-            let slot = &mut self.slots[tid as usize];
+        if let Err(i) = self.runnable.ready.binary_search(&tid) {
+            self.runnable.ready.insert(i, tid);
+            let slot = &mut self.runnable.slots[tid as usize];
             slot.ready = true;
             slot.since = self.steps;
-            self.filed.file(tid, slot.lock());
+            self.runnable.filed.file(tid, slot.lock());
         }
         self.threads[tid as usize].status = Status::Ready;
     }
 
     fn unready(&mut self, tid: Tid) {
-        if let Ok(i) = self.ready.binary_search(&tid) {
-            self.ready.remove(i);
-            let slot = &mut self.slots[tid as usize];
+        if let Ok(i) = self.runnable.ready.binary_search(&tid) {
+            self.runnable.ready.remove(i);
+            let slot = &mut self.runnable.slots[tid as usize];
             slot.ready = false;
-            self.filed.unfile(tid, slot.lock());
+            self.runnable.filed.unfile(tid, slot.lock());
         }
     }
 
@@ -937,7 +947,7 @@ impl RunState {
     pub fn spawn(&mut self, parent: Tid, start_arg: u32) -> Tid {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
-        self.slots.push(Slot::new(tid));
+        self.runnable.slots.push(Slot::new(tid));
         self.threads[tid as usize].parent = parent;
         if let Some(races) = &mut self.checkers.races {
             races.spawn(parent, tid);
@@ -956,29 +966,29 @@ impl RunState {
     /// What thread `tid` does next.
     #[inline]
     pub fn pending(&self, tid: Tid) -> Pending {
-        self.slots[tid as usize].cand.pending
+        self.runnable.slots[tid as usize].cand.pending
     }
 
     /// Sets what thread `tid` does next.
     #[inline]
     fn set_pending(&mut self, tid: Tid, p: Pending) {
         let takes_lock = may_take_lock(&self.info, &p);
-        let slot = &mut self.slots[tid as usize];
+        let slot = &mut self.runnable.slots[tid as usize];
         // A ready thread is filed by the lock its event may wait for.
         let refile = slot.ready && (slot.takes_lock || takes_lock);
         if refile {
-            self.filed.unfile(tid, slot.lock());
+            self.runnable.filed.unfile(tid, slot.lock());
         }
         slot.cand.pending = p;
         slot.takes_lock = takes_lock;
         if refile {
-            self.filed.file(tid, slot.lock());
+            self.runnable.filed.file(tid, slot.lock());
         }
     }
 
     fn note_pending(&mut self, tid: Tid, p: Pending) {
         let steps = self.steps;
-        if self.ready.len() == 1 && !self.watched(steps) {
+        if self.runnable.ready.len() == 1 && !self.watched(steps) {
             // A solo stretch between watches counts as progress, as a
             // stretch the fast path skipped does.
             self.live.progress.unseen(steps);
@@ -987,11 +997,11 @@ impl RunState {
                 .progress
                 .observe(tid, &p, steps, guest(&self.memory.span));
         }
-        if self.ready.len() == 1 {
+        if self.runnable.ready.len() == 1 {
             // A solo stretch: no spin tracking (see `solo_epoch`).
             self.live.solo_epoch = steps;
             self.threads[tid as usize].forget_spin(steps);
-            self.slots[tid as usize].cand.spinning = false;
+            self.runnable.slots[tid as usize].cand.spinning = false;
             self.set_pending(tid, p);
             if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
@@ -1067,7 +1077,7 @@ impl RunState {
             _ => false,
         };
         th.spins = spinning;
-        self.slots[tid as usize].cand.spinning = spinning;
+        self.runnable.slots[tid as usize].cand.spinning = spinning;
         self.set_pending(tid, p);
         if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
             *w |= 1 << (p.site & 63);
@@ -1095,7 +1105,7 @@ impl RunState {
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.pending(tid);
-        self.slots[tid as usize].since = self.steps;
+        self.runnable.slots[tid as usize].since = self.steps;
         if let Some((f, left)) = self.force {
             // A forced thread runs its burst, unless it spins or waits.
             self.force = (f == tid && left > 1 && !self.threads[tid as usize].spins)
@@ -1316,7 +1326,7 @@ impl RunState {
     /// out-of-bounds access traps in the guest as it would in the host.
     pub fn solo_window(&self) -> u32 {
         if !self.fast
-            || self.ready.len() != 1
+            || self.runnable.ready.len() != 1
             || self.memory.span.byte_len() >> 16 != self.memory.pages as usize
         {
             return 0;
@@ -1354,7 +1364,7 @@ impl RunState {
         let steps = self.steps;
         self.live.progress.unseen(steps);
         self.threads[self.current as usize].forget_spin(steps);
-        self.slots[self.current as usize].cand.spinning = false;
+        self.runnable.slots[self.current as usize].cand.spinning = false;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
@@ -1419,7 +1429,7 @@ impl RunState {
     /// re-read words nobody changed, retried a compare-exchange on an
     /// unchanged word, or stored what was already there).
     fn hang(&mut self, window: u64) -> RunEnd {
-        let reason = if self.ready.len() > 1 {
+        let reason = if self.runnable.ready.len() > 1 {
             format!("livelock: every running thread spins, none made progress in {window} steps")
         } else {
             format!(
@@ -1436,13 +1446,18 @@ impl RunState {
     fn starving(&self) -> Option<Tid> {
         let steps = self.steps;
         let mem = self.guest();
-        self.ready
+        self.runnable
+            .ready
             .iter()
-            .map(|&t| (self.slots[t as usize].since, t))
+            .map(|&t| (self.runnable.slots[t as usize].since, t))
             .filter(|&(since, t)| {
                 steps - since > self.limits.fair_steps
-                    && waits_for_lock(&self.info, mem, &self.slots[t as usize].cand.pending)
-                        .is_none()
+                    && waits_for_lock(
+                        &self.info,
+                        mem,
+                        &self.runnable.slots[t as usize].cand.pending,
+                    )
+                    .is_none()
             })
             .min()
             .map(|(_, t)| t)
@@ -1497,17 +1512,17 @@ impl RunState {
 
     /// [`RunState::candidates`] before fairness.
     fn all_candidates(&mut self) -> Vec<Candidate> {
-        let mut c = std::mem::take(&mut self.cands);
+        let mut c = std::mem::take(&mut self.runnable.cands);
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
         let mem = guest(&self.memory.span);
-        if !record && self.slots.len() <= 64 {
+        if !record && self.runnable.slots.len() <= 64 {
             // The same walk on one word per set (every tid below 64), with
             // no waiting list to keep.
-            let mut open = self.filed.free.low_word();
+            let mut open = self.runnable.filed.free.low_word();
             let mut any_held = false;
-            for g in &self.filed.locks {
+            for g in &self.runnable.filed.locks {
                 if held_lock_word(mem, g.addr, g.mutex).is_some() {
                     any_held = true;
                 } else {
@@ -1515,14 +1530,14 @@ impl RunState {
                 }
             }
             if !any_held || open == 0 {
-                for &tid in &self.ready {
-                    c.push(self.slots[tid as usize].candidate());
+                for &tid in &self.runnable.ready {
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             } else {
                 while open != 0 {
                     let tid = open.trailing_zeros();
                     open &= open - 1;
-                    c.push(self.slots[tid as usize].candidate());
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             }
             #[cfg(debug_assertions)]
@@ -1531,31 +1546,31 @@ impl RunState {
         }
         // Each lock once: the lockers of a free one are candidates, those
         // of a held one wait.
-        self.held.clear();
-        for g in &self.filed.locks {
+        self.runnable.held.clear();
+        for g in &self.runnable.filed.locks {
             let held = held_lock_word(mem, g.addr, g.mutex);
             if let (Some(word), true) = (held, record) {
                 self.sched
                     .waiting
                     .extend(g.threads.iter().map(|tid| (tid, word)));
             }
-            self.held.push(held);
+            self.runnable.held.push(held);
         }
-        let held = &self.held;
+        let held = &self.runnable.held;
         if held.iter().all(Option::is_none) {
-            for &tid in &self.ready {
-                c.push(self.slots[tid as usize].candidate());
+            for &tid in &self.runnable.ready {
+                c.push(self.runnable.slots[tid as usize].candidate());
             }
         } else {
-            for tid in self.filed.open(|i| held[i].is_some()).iter() {
-                c.push(self.slots[tid as usize].candidate());
+            for tid in self.runnable.filed.open(|i| held[i].is_some()).iter() {
+                c.push(self.runnable.slots[tid as usize].candidate());
             }
             if c.is_empty() {
                 // Every ready thread waits: all of them run, as without
                 // the rule.
                 self.sched.waiting.clear();
-                for &tid in &self.ready {
-                    c.push(self.slots[tid as usize].candidate());
+                for &tid in &self.runnable.ready {
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             }
             self.sched.waiting.sort_unstable_by_key(|w| w.0);
@@ -1566,15 +1581,15 @@ impl RunState {
     }
 
     /// The candidates and waiting threads [`RunState::candidates`] found
-    /// through [`RunState::filed`] are those a walk over every ready thread
+    /// through [`Runnable::filed`] are those a walk over every ready thread
     /// finds.
     #[cfg(debug_assertions)]
     fn check_candidates(&self, c: &[Candidate]) {
         let mem = self.guest();
         let mut waiting = Vec::new();
         let mut tids = Vec::new();
-        for &tid in &self.ready {
-            let slot = &self.slots[tid as usize];
+        for &tid in &self.runnable.ready {
+            let slot = &self.runnable.slots[tid as usize];
             assert!(slot.ready && slot.cand.tid == tid);
             let p = &slot.cand.pending;
             assert_eq!(slot.takes_lock, may_take_lock(&self.info, p));
@@ -1584,7 +1599,7 @@ impl RunState {
             }
         }
         if tids.is_empty() {
-            tids = self.ready.clone();
+            tids = self.runnable.ready.clone();
             waiting.clear();
         }
         let got: Vec<Tid> = c.iter().map(|c| c.tid).collect();
@@ -1592,14 +1607,19 @@ impl RunState {
         if self.sched.choice_points.is_some() {
             assert_eq!(self.sched.waiting, waiting, "waiting threads");
         }
-        let filed = self.filed.free.iter().count()
+        let filed = self.runnable.filed.free.iter().count()
             + self
+                .runnable
                 .filed
                 .locks
                 .iter()
                 .map(|g| g.threads.iter().count())
                 .sum::<usize>();
-        assert_eq!(filed, self.ready.len(), "every ready thread filed once");
+        assert_eq!(
+            filed,
+            self.runnable.ready.len(),
+            "every ready thread filed once"
+        );
     }
 
     /// Whether `p` is a yield point before which no decision is made
@@ -1632,7 +1652,7 @@ impl RunState {
         // contended path) still meets a decision every MAX_PRIVATE_RUN.
         let th = &self.threads[tid as usize];
         let private = self.private(&p) && th.private_run < MAX_PRIVATE_RUN;
-        if self.ready.len() == 1
+        if self.runnable.ready.len() == 1
             || ((th.announced || private) && waits_for_lock(&self.info, self.guest(), &p).is_none())
         {
             let th = &mut self.threads[tid as usize];
@@ -1658,7 +1678,7 @@ impl RunState {
                 .pick_thread(can_go_on.then_some(tid), &cands, &view);
             pick.map(|i| cands[i].tid)
         };
-        self.cands = cands;
+        self.runnable.cands = cands;
         let chosen = match chosen {
             Ok(t) => t,
             Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1682,7 +1702,7 @@ impl RunState {
     /// choose who runs next, advancing virtual time if everyone sleeps.
     fn schedule_away(&mut self) -> Result<(), RunEnd> {
         loop {
-            if self.ready.is_empty() {
+            if self.runnable.ready.is_empty() {
                 if let Some(&(deadline, _)) = self.timers.first() {
                     self.clock.advance_to(deadline);
                     self.fire_timers();
@@ -1698,13 +1718,13 @@ impl RunState {
                 // Every thread finished (the main thread ended with pthread_exit).
                 return Err(self.end(Outcome::Exit(0)));
             }
-            let chosen = if self.ready.len() == 1 {
-                self.ready[0]
+            let chosen = if self.runnable.ready.len() == 1 {
+                self.runnable.ready[0]
             } else {
                 let cands = self.candidates();
                 if cands.len() == 1 {
                     let t = cands[0].tid;
-                    self.cands = cands;
+                    self.runnable.cands = cands;
                     self.switches += 1;
                     self.current = t;
                     self.executed(t, false)?;
@@ -1718,7 +1738,7 @@ impl RunState {
                 };
                 let pick = self.sched.pick_thread(None, &cands, &view);
                 let t = pick.map(|i| cands[i].tid);
-                self.cands = cands;
+                self.runnable.cands = cands;
                 match t {
                     Ok(t) => t,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
