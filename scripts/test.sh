@@ -34,7 +34,9 @@ done
 # Every locked crate, for every platform: `cargo metadata --offline` (a
 # test) needs them all, not only those this platform builds.
 cargo fetch --locked --quiet
-cargo build --locked
+# --workspace: the example strategy and the peer benchmarks too (the
+# workspace's default members are heddle and its instrumenter only).
+cargo build --locked --workspace
 cargo build --locked --release -p heddle
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p heddle -p heddle-instrument --quiet
 export HEDDLE_REQUIRE_OTHER_PROFILE=1

@@ -6,7 +6,7 @@
 //! `--runs` runs each; trial `i` runs the seeds
 //! `seed_start + i·runs .. seed_start + (i+1)·runs`, so trials are
 //! independent samples and every number can be reproduced with
-//! `heddle fuzz --seed-start`. A run *finds the bug* when its verdict is not
+//! `heddle fuzz --seed`. A run *finds the bug* when its verdict is not
 //! `pass` (as in `heddle fuzz`). Per target and strategy it reports the
 //! detection rate (failing runs / all runs), in how many trials the bug
 //! showed, the runs to the first bug (median and 90th percentile over trials,
@@ -303,7 +303,10 @@ impl Compare {
 fn compare(a: &Compare) -> Result<Vec<Row>> {
     let strategies = split_strategies(&a.strategies);
     if strategies.iter().any(|s| s.is_empty()) {
-        bail!("empty strategy in --strategies `{}`", a.strategies);
+        bail!(
+            "empty strategy in --strategy `{}`: give strategies separated by single commas, e.g. random,pct:3",
+            a.strategies
+        );
     }
     // Each strategy of the list is a portfolio of one, or `default`.
     let portfolios: Vec<Vec<String>> = strategies

@@ -810,6 +810,7 @@ mod tests {
                 line,
                 col: 0,
             }),
+            offset: None,
         };
         let stack = vec![
             frame("check", "src/check.c", 0),

@@ -332,7 +332,10 @@ fn bad_campaign_input_is_a_one_line_error() {
         (vec!["--strategy", "random,"], "empty member"),
         (vec!["--time-budget", "5d"], "bad duration `5d`"),
         (vec!["--runs", "0"], "--runs must be at least 1"),
-        (vec!["--resume"], "has no campaign state"),
+        (
+            vec!["--resume"],
+            "): run without --resume to start the campaign there",
+        ),
     ] {
         let mut a = args.clone();
         a.extend_from_slice(&["--out", p(&out)]);
@@ -344,7 +347,7 @@ fn bad_campaign_input_is_a_one_line_error() {
     // Resuming with other settings (more runs are fine).
     assert_usage_error(
         &fuzz(&["--seed", "5", "--fixed", "--resume", "--out", p(&out)]),
-        "holds a different campaign",
+        "holds a different campaign (a different seed range): give the same target and options, or another --out",
     );
     assert_usage_error(
         &fuzz(&["--runs", "30", "--resume", "--out", p(&out)]),

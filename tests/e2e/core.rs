@@ -1004,6 +1004,13 @@ fn one_name_per_idea_and_old_spellings_still_work() {
             "{runs}: {}",
             text(&o.stdout)
         );
+        // Messages name today's flag, whichever spelling was given.
+        assert!(
+            text(&o.stdout)
+                .contains("stopped at --runs 5: not exhaustive (a larger --runs explores further)"),
+            "{runs}: {}",
+            text(&o.stdout)
+        );
     }
     let mut seen = Vec::new();
     for args in [
@@ -1055,6 +1062,54 @@ fn one_name_per_idea_and_old_spellings_still_work() {
     let b = heddle_out(&["sites", "targets/race_bank.c", "--json"]);
     assert_eq!(a.stdout, b.stdout);
     assert!(text(&a.stdout).trim_start().starts_with(['[', '{']));
+}
+
+/// `heddle run` prints the program's output, passing or not, unless
+/// `--quiet-output`; `--show-output` (once needed) is still accepted; with
+/// `--format json` the output goes to stderr with the rest of the text and
+/// stdout holds the JSON document alone.
+#[test]
+fn run_prints_the_program_output() {
+    let run = |extra: &[&str]| {
+        let mut a = vec!["run", "targets/race_bank.c", "--fixed"];
+        a.extend_from_slice(extra);
+        let o = heddle_out(&a);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", text(&o.stderr));
+        o
+    };
+    for extra in [&[][..], &["--show-output"]] {
+        let stdout = text(&run(extra).stdout);
+        assert!(
+            stdout.contains("--- stdout ---\nbalance = 4"),
+            "{extra:?}: {stdout}"
+        );
+    }
+    let quiet = text(&run(&["--quiet-output"]).stdout);
+    assert!(quiet.contains("verdict: pass"), "{quiet}");
+    assert!(!quiet.contains("balance"), "{quiet}");
+    // A failing run's output is printed even with --quiet-output.
+    let o = heddle_out(&[
+        "run",
+        "targets/race_bank.c",
+        "--seed",
+        "3",
+        "--quiet-output",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("--- stdout ---"),
+        "{}",
+        text(&o.stdout)
+    );
+    let json = run(&["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&json.stdout)));
+    assert_eq!(doc["result"], "pass", "{doc}");
+    assert!(
+        text(&json.stderr).contains("balance = 4"),
+        "{}",
+        text(&json.stderr)
+    );
 }
 
 /// `--color` and the `NO_COLOR` / `CLICOLOR_FORCE` conventions, on a

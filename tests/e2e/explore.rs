@@ -306,13 +306,15 @@ fn explore_rejects_bad_input() {
         (vec!["--bound", "preemptions"], "bad bound"),
         (
             vec!["--bound", "preemptions=1", "--reduction", "dpor"],
-            "cannot be combined",
+            "cannot be combined with --bound (bounded DPOR would not explore every bounded schedule): \
+             drop --bound to explore every schedule with DPOR, or drop --reduction",
         ),
         (vec!["--reduction", "magic"], "unknown reduction"),
         (vec!["--observe", "nosuchvar"], "unknown variable"),
         (vec!["--expect", "x ~ 3"], "bad --expect"),
-        (vec!["--max-schedules", "0"], "at least 1"),
+        (vec!["--runs", "0"], "at least 1"),
         (vec!["--preempt", "sometimes"], "unknown preemption points"),
+        (vec!["--strategy", "pos"], "--strategy does not apply (drop it;"),
     ] {
         let mut a = vec!["explore", "targets/counter_spy.c"];
         a.extend(args);

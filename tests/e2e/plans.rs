@@ -280,6 +280,7 @@ fn invalid_plans_are_rejected_before_running() {
     }
     let o = heddle_out(&["plan", "targets/codeblock.cpp", "targets/race_bank.c"]);
     assert_usage_error(&o, "no plan file");
+    assert_usage_error(&o, "give a plan file (ending in .toml) and a target");
 }
 
 #[test]
@@ -650,7 +651,7 @@ fn hunt_turns_observations_into_plans_that_trigger_the_bug() {
     }
     assert_usage_error(
         &heddle_out(&["hunt", "targets/counter_spy.c", "--strategy", "pos"]),
-        "--strategy does not apply",
+        "--strategy does not apply (drop it)",
     );
     assert_usage_error(
         &heddle_out(&["hunt", "targets/counter_spy.c", "--observe", "0"]),

@@ -96,6 +96,38 @@ fn spin_barrier_reports_the_plain_flag_race() {
     ));
 }
 
+/// `heddle run` prints both stacks of a race; every frame has a name and a
+/// place, and the C library's frames are named by their library, not by
+/// the path they were built at.
+#[test]
+fn race_stacks_print_every_frame_and_name_library_files_by_their_library() {
+    let o = heddle_out(&["run", "targets/spin_barrier.c", "--quiet-output"]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    let frames: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("    first ") || l.starts_with("    second "))
+        .collect();
+    assert!(!frames.is_empty(), "{stdout}");
+    for f in &frames {
+        // `first  NAME PLACE`: a name and a place, neither empty.
+        let words: Vec<&str> = f.split_whitespace().collect();
+        assert!(
+            words.len() >= 3 && !f.ends_with(' ') && !words.contains(&"?"),
+            "`{f}` in:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("__wasi_thread_start_C wasi-libc: pthread_create.c:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("wasi_thread_start wasi-libc: wasi_thread_start.s:"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("wasisdk:"), "{stdout}");
+}
+
 #[test]
 fn fixed_variants_report_no_race_over_500_seeds() {
     let m = manifest();
@@ -362,6 +394,10 @@ fn every_race_found_has_a_replay_file_and_a_report() {
         "{stdout}"
     );
     assert!(replay.with_extension("html").exists(), "{stdout}");
+    // The report's stacks name library files by their library.
+    let page = std::fs::read_to_string(replay.with_extension("html")).unwrap();
+    assert!(page.contains("wasi-libc: pthread_create.c:"), "{page}");
+    assert!(!page.contains("wasisdk:"), "{page}");
     let o = heddle_out(&["replay", replay.to_str().unwrap()]);
     let stdout = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));

@@ -249,6 +249,10 @@ fn compare_rejects_bad_input() {
     assert_usage_error(&cmp("random,fifo", &[]), "unknown strategy `fifo`");
     assert_usage_error(&cmp("delay:x", &[]), "bad delay bound");
     assert_usage_error(
+        &cmp("random,,pos", &[]),
+        "empty strategy in --strategy `random,,pos`: give strategies separated by single commas",
+    );
+    assert_usage_error(
         &cmp("random", &["--only", "nonesuch"]),
         "no target `nonesuch`",
     );

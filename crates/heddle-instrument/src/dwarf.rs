@@ -41,6 +41,20 @@ impl Loc {
     }
 }
 
+impl Loc {
+    /// `file:line` for display ([`display_file`]): a library's file named
+    /// by its library (`wasi-libc: pthread_create.c:42`), a program's by
+    /// its last path component (`bank.c:12`); the file alone when the line
+    /// is unknown (0). [`Loc::short`] stays as it is: verdict signatures
+    /// are made with it.
+    pub fn display(&self) -> String {
+        match self.line {
+            0 => display_file(&self.file),
+            line => format!("{}:{line}", display_file(&self.file)),
+        }
+    }
+}
+
 impl std::fmt::Display for Loc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}:{}", short_file(&self.file), self.line, self.col)
@@ -128,13 +142,107 @@ pub fn short_file(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// One frame of a symbolized stack (innermost first when inlined).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A source file for display, short and named by what it is part of:
+/// - the C library: `wasi-libc: pthread_create.c` (for
+///   `…/wasisdk://v30.0/src/wasi-libc/libc-top-half/musl/src/thread/pthread_create.c`);
+/// - libc++ and libc++abi: `libc++: __mutex/unique_lock.h` (a header, by
+///   its path under `c++/v1/`), `libc++: thread.cpp`, `libc++abi: cxa_guard.cpp`;
+/// - Rust's own libraries: `rust std: std/thread/mod.rs` (for
+///   `/rustc/<commit>/library/std/src/thread/mod.rs`), and the crates `std`
+///   depends on (`rust std: hashbrown-0.15.2/src/raw/mod.rs`);
+/// - a crate from cargo's registry or a git checkout, by its directory:
+///   `crossbeam-utils-0.8.21: src/backoff.rs`;
+/// - compiler-rt, libunwind, clang's own headers and heddle's guest
+///   headers, likewise;
+/// - anything else (the program's own files) by its last path component.
+pub fn display_file(path: &str) -> String {
+    let last = short_file(path);
+    let after = |marker: &str| path.rsplit_once(marker).map(|(_, t)| t);
+    if is_rust_toolchain_path(path) {
+        if let Some(tail) = after("/library/") {
+            return format!("rust std: {}", tail.replacen("/src/", "/", 1));
+        }
+        return format!("rust std: {last}");
+    }
+    if let Some(tail) = path.strip_prefix("/rust/deps/") {
+        return format!("rust std: {tail}");
+    }
+    for registry in ["/.cargo/registry/src/", "/.cargo/git/checkouts/"] {
+        // `…/src/<index>/<crate>-<version>/<path>`.
+        if let Some((krate, rest)) = after(registry)
+            .and_then(|t| t.split_once('/'))
+            .and_then(|(_, t)| t.split_once('/'))
+        {
+            return format!("{krate}: {rest}");
+        }
+    }
+    if let Some(tail) = after("/c++/v1/") {
+        return format!("libc++: {tail}");
+    }
+    const BY_MARKER: &[(&str, &str)] = &[
+        ("/libcxxabi/", "libc++abi"),
+        ("/libcxx/", "libc++"),
+        ("/libunwind/", "libunwind"),
+        ("/compiler-rt/", "compiler-rt"),
+        ("wasisdk:", "wasi-libc"),
+        ("/wasi-libc/", "wasi-libc"),
+        ("/include/wasm32-wasi", "wasi-libc"),
+        ("/wasi-sysroot/", "wasi-libc"),
+        ("/toolchain/sysroot/", "wasi-libc"),
+        ("/guest-sdk/compat/", "heddle"),
+        ("/include/heddle.h", "heddle"),
+    ];
+    if let Some((_, lib)) = BY_MARKER.iter().find(|(m, _)| path.contains(m)) {
+        return format!("{lib}: {last}");
+    }
+    if path.starts_with("/usr/lib/llvm") && path.contains("/include/") {
+        return format!("clang: {last}");
+    }
+    last.to_string()
+}
+
+/// One frame of a symbolized stack (innermost first when inlined). Two
+/// frames are equal when their function and location are: the offset of
+/// the same frame can differ between two instrumentations of a module.
+#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct Frame {
     /// The function's name, demangled, when known.
     pub function: Option<String>,
     /// The source location, when known.
     pub loc: Option<Loc>,
+    /// The instruction's offset in the original module, when known: where
+    /// a frame without a location is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+impl PartialEq for Frame {
+    fn eq(&self, other: &Frame) -> bool {
+        self.function == other.function && self.loc == other.loc
+    }
+}
+
+impl Frame {
+    /// The function's name, `?` when unknown.
+    pub fn name(&self) -> &str {
+        self.function
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("?")
+    }
+
+    /// Where the frame is, for display: its location ([`Loc::display`]),
+    /// else its offset in the module (`wasm+0x1f3a`), else `?`. Never empty.
+    pub fn place(&self) -> String {
+        match (
+            self.loc.as_ref().filter(|l| !l.file.is_empty()),
+            self.offset,
+        ) {
+            (Some(l), _) => l.display(),
+            (None, Some(off)) => format!("wasm+{off:#x}"),
+            (None, None) => "?".into(),
+        }
+    }
 }
 
 /// Debug information of a module, if it has any.
@@ -225,7 +333,11 @@ impl DebugInfo {
                     col: l.column.unwrap_or(0),
                 })
             });
-            out.push(Frame { function, loc });
+            out.push(Frame {
+                function,
+                loc,
+                offset: Some(module_offset),
+            });
         }
         out
     }
@@ -701,6 +813,92 @@ pub fn is_library_unit(name: &str, dir: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn library_files_are_named_by_their_library() {
+        for (path, want) in [
+            (
+                "/b/wasi-libc-wasm32-wasip1-threads-build-prefix/src/wasi-libc-wasm32-wasip1-threads-build/wasisdk://v30.0/src/wasi-libc/libc-top-half/musl/src/thread/pthread_create.c",
+                "wasi-libc: pthread_create.c",
+            ),
+            ("wasisdk://v30.0/src/wasi-libc/libc-bottom-half/crt/crt1-command.c", "wasi-libc: crt1-command.c"),
+            ("/usr/include/wasm32-wasip1-threads/c++/v1/__mutex/unique_lock.h", "libc++: __mutex/unique_lock.h"),
+            ("/cache/libcxx-19/llvm-project/libcxx/src/thread.cpp", "libc++: thread.cpp"),
+            ("/cache/libcxx-19/llvm-project/libcxxabi/src/cxa_guard.cpp", "libc++abi: cxa_guard.cpp"),
+            (
+                "/rustc/4d91de4e48198da2e33413efdcd9cd2cc0c46688/library/std/src/thread/mod.rs",
+                "rust std: std/thread/mod.rs",
+            ),
+            (
+                "/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/lib/rustlib/src/rust/library/core/src/sync/atomic.rs",
+                "rust std: core/sync/atomic.rs",
+            ),
+            ("/rust/deps/hashbrown-0.15.2/src/raw/mod.rs", "rust std: hashbrown-0.15.2/src/raw/mod.rs"),
+            (
+                "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crossbeam-utils-0.8.21/src/backoff.rs",
+                "crossbeam-utils-0.8.21: src/backoff.rs",
+            ),
+            ("/usr/lib/llvm-19/lib/clang/19/include/stdatomic.h", "clang: stdatomic.h"),
+            ("/work/targets/race_bank.c", "race_bank.c"),
+            ("bank.c", "bank.c"),
+        ] {
+            assert_eq!(display_file(path), want, "{path}");
+        }
+        let loc = |file: &str, line| Loc {
+            file: file.into(),
+            line,
+            col: 3,
+        };
+        assert_eq!(
+            loc(
+                "wasisdk://v30.0/src/wasi-libc/libc-top-half/musl/src/thread/pthread_create.c",
+                42
+            )
+            .display(),
+            "wasi-libc: pthread_create.c:42"
+        );
+        assert_eq!(loc("/src/a.c", 0).display(), "a.c");
+        // `short` (verdict signatures) is unchanged.
+        assert_eq!(loc("wasisdk://v30.0/src/x/y.c", 7).short(), "y.c:7");
+    }
+
+    #[test]
+    fn every_frame_prints_something() {
+        let frame = |function: Option<&str>, loc: Option<Loc>, offset| Frame {
+            function: function.map(str::to_string),
+            loc,
+            offset,
+        };
+        let f = frame(None, None, None);
+        assert_eq!((f.name(), f.place().as_str()), ("?", "?"));
+        let f = frame(Some(""), None, Some(0x1f3a));
+        assert_eq!((f.name(), f.place().as_str()), ("?", "wasm+0x1f3a"));
+        let empty = Loc {
+            file: String::new(),
+            line: 0,
+            col: 0,
+        };
+        let f = frame(Some("main"), Some(empty), Some(16));
+        assert_eq!((f.name(), f.place().as_str()), ("main", "wasm+0x10"));
+        // The offset is no part of a frame's identity.
+        assert_eq!(
+            f,
+            Frame {
+                offset: Some(20),
+                ..f.clone()
+            }
+        );
+        let f = frame(
+            Some("worker"),
+            Some(Loc {
+                file: "/p/w.c".into(),
+                line: 9,
+                col: 1,
+            }),
+            Some(16),
+        );
+        assert_eq!((f.name(), f.place().as_str()), ("worker", "w.c:9"));
+    }
 
     #[test]
     fn demangles_rust_and_cpp_names() {

@@ -328,7 +328,7 @@ impl<'a> Campaign<'a> {
                     .filter_map(|p| ShardState::read(p).ok().map(|s| s.shard.to_string()))
                     .collect();
                 bail!(
-                    "--resume: {} holds shard(s) {}, not {shard}",
+                    "--resume: {} holds shard(s) {}, not {shard}: give the same --shard, or another --out for this one",
                     opts.out.display(),
                     names.join(",")
                 );
@@ -340,7 +340,7 @@ impl<'a> Campaign<'a> {
                 );
             }
             bail!(
-                "--resume: {} has no campaign state ({})",
+                "--resume: {} has no campaign state ({}): run without --resume to start the campaign there",
                 opts.out.display(),
                 path.file_name().unwrap_or_default().to_string_lossy()
             );
@@ -351,7 +351,7 @@ impl<'a> Campaign<'a> {
         was.runs = identity.runs;
         if was != identity {
             bail!(
-                "--resume: {} holds a different campaign ({})",
+                "--resume: {} holds a different campaign ({}): give the same target and options, or another --out",
                 opts.out.display(),
                 identity_difference(&s.identity, &identity)
             );

@@ -233,7 +233,7 @@ fn fetch_from_suite(
     fs::create_dir_all(apt.join("cache/archives/partial"))?;
     let sources = apt.join("sources.list");
     fs::write(&sources, format!("deb-src {mirror} {suite} main\n"))?;
-    let opts = super::bootstrap::private_apt_options(&sources, &lists, &apt.join("cache"));
+    let opts = super::apt::private_apt_options(&sources, &lists, &apt.join("cache"));
     let step = "`apt-get update` (deb-src index)";
     let warnings = run_step(
         step,
@@ -313,7 +313,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
                 f.name(),
                 inputs.mirror
             );
-            let orig = super::bootstrap::fetch_pinned(inputs.mirror, f, &download)
+            let orig = super::apt::fetch_pinned(inputs.mirror, f, &download)
                 .context("building libc++ failed at the download")?;
             (vec![orig], f.name().to_string())
         }
@@ -369,9 +369,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
     for f in ["libc.a", "crt1-command.o", "crt1-reactor.o"] {
         std::os::unix::fs::symlink(inputs.libc_lib.join(f), libdir.join(f))?;
     }
-    for f in ["libpthread.a", "libm.a", "librt.a"] {
-        fs::write(libdir.join(f), super::bootstrap::EMPTY_AR)?;
-    }
+    super::write_empty_libs(&libdir)?;
     // CMake 3.25 does not know the WASI platform.
     let modules = scratch.join("cmake-modules");
     fs::create_dir_all(modules.join("Platform"))?;

@@ -22,6 +22,7 @@
 //! installs what is missing first (this is what commands that compile call),
 //! and [`doctor`] reports each component.
 
+mod apt;
 pub(crate) mod bootstrap;
 pub mod compile;
 pub mod distro;
@@ -198,4 +199,18 @@ pub fn is_cxx_source(path: &Path) -> bool {
         path.extension().and_then(|e| e.to_str()),
         Some("cc" | "cpp" | "cxx" | "C" | "c++")
     )
+}
+
+/// Writes `libpthread.a`, `libm.a` and `librt.a` into a sysroot's library
+/// directory as empty archives (what `ar rc libx.a` with no members
+/// writes): wasi-libc's `libc.a` holds their functions, and `-lpthread`,
+/// `-lm` and `-lrt` must still link. Both sysroots have them: the
+/// installed one ([`bootstrap`]) and the one libc++ is built against
+/// ([`libcxx`]).
+fn write_empty_libs(libdir: &Path) -> Result<()> {
+    const EMPTY_AR: &[u8] = b"!<arch>\n";
+    for f in ["libpthread.a", "libm.a", "librt.a"] {
+        std::fs::write(libdir.join(f), EMPTY_AR)?;
+    }
+    Ok(())
 }

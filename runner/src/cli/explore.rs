@@ -107,10 +107,11 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
     let mut text = super::text_out(json);
     let out = &mut *text;
     if a.run.strategy.is_some() {
-        bail!("explore makes its own decisions: --strategy does not apply");
+        bail!("explore makes its own decisions: --strategy does not apply (drop it; `heddle fuzz --strategy` samples schedules with a strategy)");
     }
     let bound: Bound = a.bound.parse()?;
     let reduction = reduction_of(&a, bound)?;
+    explore::check_reduction(bound, reduction)?;
     if a.max_schedules == Some(0) {
         bail!("--runs must be at least 1");
     }
@@ -124,9 +125,6 @@ pub fn explore_cmd(a: ExploreArgs) -> Result<i32> {
         expect,
         preempt: a.preempt.parse()?,
     };
-    if reduction == Reduction::Dpor && bound != Bound::Unbounded {
-        bail!("--reduction dpor cannot be combined with --bound");
-    }
     let (t, program) = a.target.load()?;
     for v in &opts.observe {
         program.resolve_symbol(v)?;
@@ -270,7 +268,7 @@ fn print_report(
         "interrupted: partial results".to_string()
     } else if !r.complete {
         format!(
-            "stopped at --max-schedules {}: not exhaustive",
+            "stopped at --runs {}: not exhaustive (a larger --runs explores further)",
             opts.max_schedules.unwrap_or(0)
         )
     } else if r.exhaustive(opts) {

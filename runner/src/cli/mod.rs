@@ -15,6 +15,7 @@ mod explore;
 mod fuzz;
 mod instrument;
 mod plan;
+mod replay;
 mod run;
 mod show;
 mod targets;
@@ -220,7 +221,7 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
-    /// Run a target once and print its verdict.
+    /// Run a target once; print its verdict and the program's output.
     #[command(
         after_help = "Examples:\n  heddle run targets/race_bank.c --seed 7 -- 2 2\n  heddle run targets/race_bank.c --strategy pct:3 --trace"
     )]
@@ -250,7 +251,7 @@ enum Cmd {
     #[command(
         after_help = "Examples:\n  heddle replay heddle-out/race_bank-assertion-seed3.toml\n  heddle replay bug.toml --target build/prog.wasm"
     )]
-    Replay(fuzz::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Enumerate schedules systematically (bounded or exhaustive).
     #[command(
         after_help = "Examples:\n  heddle explore targets/counter_spy.c --observe x -- 2 3\n  heddle explore prog.c --bound preemptions=2 --runs 100000"
@@ -448,7 +449,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Man(a) => completions::man_cmd(a),
         Cmd::Run(a) => run::run_cmd(a),
         Cmd::Fuzz(a) => fuzz::fuzz_cmd(a),
-        Cmd::Replay(a) => fuzz::replay_cmd(a),
+        Cmd::Replay(a) => replay::replay_cmd(a),
         Cmd::Merge(a) => fuzz::merge_cmd(a),
         Cmd::Test(a) => test::test_cmd(a),
         Cmd::Cargo { cmd } => cargo::run(cmd),

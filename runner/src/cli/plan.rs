@@ -77,7 +77,7 @@ fn split_paths(a: &Path, b: &Path) -> Result<(PathBuf, PathBuf)> {
             b.display()
         ),
         (false, false) => bail!(
-            "no plan file among `{}` and `{}` (a plan file ends in .toml)",
+            "no plan file among `{}` and `{}`: give a plan file (ending in .toml) and a target",
             a.display(),
             b.display()
         ),
@@ -102,7 +102,7 @@ pub fn plan_cmd(a: PlanArgs) -> Result<i32> {
     let (plan_path, target_path) = split_paths(&a.first, &a.second)?;
     let file = plan::load_file(&plan_path)?;
     if a.run.strategy.is_some() {
-        bail!("`heddle plan` decides with the plan: --strategy does not apply");
+        bail!("`heddle plan` decides with the plan: --strategy does not apply (drop it)");
     }
     if a.runs == 0 {
         bail!("--runs must be at least 1");
@@ -322,7 +322,7 @@ pub struct HuntArgs {
 pub fn hunt_cmd(a: HuntArgs) -> Result<i32> {
     use std::io::Write as _;
     if a.run.strategy.is_some() {
-        bail!("`heddle hunt` decides with its plans: --strategy does not apply");
+        bail!("`heddle hunt` decides with its plans: --strategy does not apply (drop it)");
     }
     if a.observe == 0 || a.runs_per_plan == 0 || a.max_plans == 0 {
         bail!("--observe, --runs-per-plan and --max-plans must be at least 1");

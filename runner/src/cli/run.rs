@@ -131,8 +131,13 @@ pub struct RunArgs {
     /// Seed of the run.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Print the program's output even when it passes.
+    /// Do not print the program's output when the run passes (a failing
+    /// run's output is printed all the same).
     #[arg(long)]
+    pub quiet_output: bool,
+    /// The program's output is printed by default; accepted so that
+    /// scripts written for older versions keep working.
+    #[arg(long, hide = true)]
     pub show_output: bool,
     /// Print every executed event.
     #[arg(long)]
@@ -170,12 +175,7 @@ pub fn print_races(
         writeln!(out, "{}", race.summary())?;
         for (label, side) in [("first", &race.first), ("second", &race.second)] {
             for f in side.stack.iter().take(6) {
-                let loc = f.loc.as_ref().map(|l| l.short()).unwrap_or_default();
-                writeln!(
-                    out,
-                    "    {label:<6} {} {loc}",
-                    f.function.as_deref().unwrap_or("?")
-                )?;
+                writeln!(out, "    {label:<6} {} {}", f.name(), f.place())?;
             }
         }
     }
@@ -248,7 +248,9 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
             None => writeln!(out, "{} = ? ({} bytes at {:#x})", o.name, o.size, o.addr),
         }?;
     }
-    if a.show_output || !r.verdict.is_pass() {
+    // With `--format json` this text, the output included, goes to stderr:
+    // stdout carries the JSON document alone.
+    if !a.quiet_output || !r.verdict.is_pass() {
         print_output(out, &r)?;
     }
     if json {

@@ -1,7 +1,7 @@
 //! `heddle show` (draw a recorded run) and `heddle minimize` (the same
 //! failure with the fewest preemptions).
 
-use super::fuzz::{print_notes, ReplayInputs};
+use super::replay::{print_notes, ReplayInputs};
 use super::EXIT_OK;
 use crate::report::{self, diagram, minimize, source::SourceCache, RunInfo};
 use crate::reproduce::{self, Replay};
@@ -233,7 +233,7 @@ pub fn minimize_cmd(a: MinimizeArgs) -> Result<i32> {
     })?;
     reproduce::check(&rp, &original)?;
     if matches!(original.verdict, Verdict::Pass { .. }) {
-        bail!("the recorded run passes: there is no failure to minimise");
+        bail!("the recorded run passes: there is no failure to minimise (give the replay file of a failing run, e.g. one `heddle fuzz` wrote)");
     }
     let m = minimize::minimize(
         &rp.program,

@@ -1055,6 +1055,19 @@ fn linear_extensions(
     st.cut
 }
 
+/// Refuses a reduction that does not combine with the bound: DPOR under a
+/// bound would not explore every bounded schedule.
+pub fn check_reduction(bound: Bound, reduction: Reduction) -> Result<()> {
+    if reduction == Reduction::Dpor && bound != Bound::Unbounded {
+        bail!(
+            "--reduction dpor cannot be combined with --bound (bounded DPOR would not explore every bounded schedule): \
+             drop --bound to explore every schedule with DPOR, or drop --reduction (none is the default with --bound) \
+             to explore within the bound"
+        );
+    }
+    Ok(())
+}
+
 /// Explores the schedules of `program` under `base` (args, budgets, env).
 /// `on_run` is called after every schedule; `stop` ends the search early
 /// (Ctrl-C) with the partial report.
@@ -1065,9 +1078,7 @@ pub fn explore(
     stop: &AtomicBool,
     on_run: &mut dyn FnMut(&Progress),
 ) -> Result<Report> {
-    if opts.reduction == Reduction::Dpor && opts.bound != Bound::Unbounded {
-        bail!("--reduction dpor cannot be combined with --bound (bounded DPOR would not explore every bounded schedule)");
-    }
+    check_reduction(opts.bound, opts.reduction)?;
     let mut observe = opts.observe.clone();
     if let Some(x) = &opts.expect {
         for v in x.variables() {

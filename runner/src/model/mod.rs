@@ -192,6 +192,18 @@ impl Pending {
     };
 }
 
+/// A raw guest frame: function index and module offset in the
+/// *instrumented* module (symbolized later, through the site table). The
+/// stacks of blocked threads, memory errors and recorded events are made
+/// of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawFrame {
+    /// The function's index.
+    pub func: u32,
+    /// The instruction's offset in the module, when known.
+    pub offset: Option<u32>,
+}
+
 /// Why a thread cannot run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Block {

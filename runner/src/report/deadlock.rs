@@ -182,14 +182,9 @@ pub fn stack_line(stack: &[crate::instrument::Frame], all: bool) -> String {
     let mut i = 0;
     while i < stack.len() {
         let f = &stack[i];
-        let name = f.function.as_deref().unwrap_or("?");
+        let name = f.name();
         if all {
-            let loc = f
-                .loc
-                .as_ref()
-                .map(|l| format!(" ({})", l.short()))
-                .unwrap_or_default();
-            parts.push(format!("{name}{loc}"));
+            parts.push(format!("{name} ({})", f.place()));
             i += 1;
             continue;
         }
@@ -207,7 +202,7 @@ pub fn stack_line(stack: &[crate::instrument::Frame], all: bool) -> String {
         while j + 1 < stack.len() && !is_user(&stack[j + 1]) {
             j += 1;
         }
-        let called = stack[j].function.as_deref().unwrap_or("?");
+        let called = stack[j].name();
         parts.push(format!("{} (library)", super::timeline::display_fn(called)));
         i = j + 1;
     }

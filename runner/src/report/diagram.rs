@@ -344,7 +344,7 @@ fn where_of(tl: &Timeline, groups: &[usize]) -> (String, String) {
             (
                 format!(
                     "{}:{lo}-{hi}",
-                    crate::instrument::dwarf::short_file(&a.file)
+                    crate::instrument::dwarf::display_file(&a.file)
                 ),
                 String::new(),
             )
@@ -355,7 +355,7 @@ fn where_of(tl: &Timeline, groups: &[usize]) -> (String, String) {
                 .find(|&&g| tl.groups[g].loc.is_some())
                 .copied();
             (
-                a.short(),
+                a.display(),
                 g.and_then(|g| tl.groups[g].source.clone())
                     .unwrap_or_default(),
             )

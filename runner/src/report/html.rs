@@ -52,15 +52,7 @@ struct Box_ {
 }
 
 fn frame_text(f: &Frame) -> String {
-    let name = f
-        .function
-        .as_deref()
-        .map(super::timeline::display_fn)
-        .unwrap_or_else(|| "?".into());
-    match &f.loc {
-        Some(l) => format!("{name} ({}:{})", l.file, l.line),
-        None => name,
-    }
+    format!("{} ({})", super::timeline::display_fn(f.name()), f.place())
 }
 
 fn group_box(tl: &Timeline, gi: usize, index: usize) -> Box_ {
@@ -80,7 +72,7 @@ fn group_box(tl: &Timeline, gi: usize, index: usize) -> Box_ {
         } else {
             g.text.clone()
         },
-        at: g.loc.as_ref().map(|l| l.short()),
+        at: g.loc.as_ref().map(|l| l.display()),
         function: g.function.clone(),
         source: g.source.clone(),
         marks: g.marks.iter().map(|m| m.name()).collect(),

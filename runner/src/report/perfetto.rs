@@ -40,7 +40,7 @@ fn category(e: &Ev) -> Option<&'static str> {
 fn args(e: &Ev) -> Value {
     let mut a = json!({ "step": e.ev.step });
     if let Some(l) = &e.loc {
-        a["file:line"] = json!(format!("{}:{}", l.file, l.line));
+        a["file:line"] = json!(l.display());
     }
     if let Some(f) = &e.function {
         a["function"] = json!(f);
@@ -127,7 +127,7 @@ pub fn trace(tl: &Timeline, title: &str) -> Value {
         if let Some((tid, step, loc)) = at {
             let mut a = json!({ "verdict": tl.verdict.summary(), "step": step });
             if let Some(l) = loc {
-                a["file:line"] = json!(format!("{}:{}", l.file, l.line));
+                a["file:line"] = json!(l.display());
             }
             out.push(json!({
                 "name": format!("FAIL: {}", tl.verdict.kind()), "cat": "verdict",

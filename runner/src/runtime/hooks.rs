@@ -8,10 +8,10 @@
 //! picked again — that suspends the guest thread's fiber and returns control
 //! to the executor, which resumes the chosen thread's fiber.
 
-use super::state::{Outcome, RawFrame, RunCell, RunEnd, RunState};
+use super::state::{Outcome, RunCell, RunEnd, RunState};
 use super::ThreadCtx;
 use crate::instrument::{RtImport, SdkImport, SiteId};
-use crate::model::{Block, EventKind, Pending, Tid, NO_SITE};
+use crate::model::{Block, EventKind, Pending, RawFrame, Tid, NO_SITE};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ fn pending_access(st: &RunState, site: u32, addr: u32, len: Option<u32>) -> Pend
 /// Whether the access `p` falls outside the memory as the guest sizes it.
 #[inline]
 fn out_of_bounds(st: &RunState, p: &Pending) -> bool {
-    p.kind.is_access() && p.addr as u64 + p.len as u64 > (st.mem_pages as u64) << 16
+    p.kind.is_access() && p.addr as u64 + p.len as u64 > (st.memory.pages as u64) << 16
 }
 
 /// The stack of the calling guest thread.
@@ -196,7 +196,7 @@ fn check_atomic(st: &RunState, ea: u32, size: u32) -> HostResult<()> {
     if !ea.is_multiple_of(size) {
         return Err(Trap::HeapMisaligned.into());
     }
-    if ea as u64 + size as u64 > (st.mem_pages as u64) << 16 {
+    if ea as u64 + size as u64 > (st.memory.pages as u64) << 16 {
         return Err(Trap::MemoryOutOfBounds.into());
     }
     Ok(())
@@ -344,7 +344,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             // The yield point comes first, then the access, which may trap
             // (as it does when the guest skips the yield point).
             let p = pending_access(&st, site, addr, None);
-            if st.words.is_some() && matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg) {
+            if st.locks.words.is_some() && matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg) {
                 // Where a futex word may be taken (for deadlock reports).
                 drop(st);
                 let stack = raw_stack(&caller);
@@ -627,7 +627,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     linker.func_wrap(
         m,
         RtImport::Size.name(),
-        |caller: Caller<'_, ThreadCtx>| -> i32 { caller.data().run.get().mem_pages as i32 },
+        |caller: Caller<'_, ThreadCtx>| -> i32 { caller.data().run.get().memory.pages as i32 },
     )?;
 
     linker.func_wrap(
@@ -636,7 +636,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, site: u32, a0: u32, a1: u32, a2: u32| -> HostResult<()> {
             let ctx = caller.data();
             let mut st = ctx.run.get();
-            if st.mem.is_none() {
+            if st.checkers.mem.is_none() {
                 return Ok(());
             }
             let is_free = st
@@ -648,7 +648,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     if is_free && a0 != 0 && st.limits.diagnostics {
                         drop(st);
                         let stack = raw_stack(&caller);
-                        if let Some(mem) = &mut ctx.run.get().mem {
+                        if let Some(mem) = &mut ctx.run.get().checkers.mem {
                             mem.freed_at(a0, stack);
                         }
                     }
@@ -667,7 +667,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, i: u32| -> u32 {
             let ctx = caller.data();
             let st = ctx.run.get();
-            if st.mem.is_none() {
+            if st.checkers.mem.is_none() {
                 return 0;
             }
             st.alloc_arg(ctx.tid, i)
@@ -679,14 +679,14 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |caller: Caller<'_, ThreadCtx>, site: u32, result: u32| -> u32 {
             let ctx = caller.data();
             let mut st = ctx.run.get();
-            if st.mem.is_none() {
+            if st.checkers.mem.is_none() {
                 return result;
             }
             let ret = st.alloc_post(ctx.tid, site, result);
             if st.limits.diagnostics && ret != 0 {
                 drop(st);
                 let stack = raw_stack(&caller);
-                if let Some(mem) = &mut ctx.run.get().mem {
+                if let Some(mem) = &mut ctx.run.get().checkers.mem {
                     mem.allocated_at(stack);
                 }
             }
@@ -782,7 +782,7 @@ fn add_sdk(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     let mut st = run.get();
                     let label = read_cstr(&st, name);
                     let step = st.steps;
-                    st.labels.push((step, tid, label));
+                    st.record.labels.push((step, tid, label));
                     current_site(&st, tid)
                 };
                 yield_async(

@@ -12,7 +12,7 @@
 //!
 //! Invariants:
 //! * A `MemCheck` exists only in a run of a module instrumented with
-//!   memcheck (`RunState::mem` is `None` otherwise), so its methods never
+//!   memcheck (`Checkers::mem` is `None` otherwise), so its methods never
 //!   ask whether checking is on.
 //! * A thread has a pending allocator call exactly between its `alloc_args`
 //!   and `alloc_post` hooks, and at most one: a thread makes one allocator
@@ -28,10 +28,9 @@
 //!   start, and only when the run captures diagnostics (the hooks add them).
 
 use super::memory::GuestMemory;
-use super::state::RawFrame;
 use crate::instrument::SiteId;
 use crate::model::heap::{Block as HeapBlock, Fault, Heap, Origin, POISON, REDZONE};
-use crate::model::{Pending, Tid};
+use crate::model::{Pending, RawFrame, Tid};
 use std::collections::BTreeMap;
 
 /// A memory error, as the memory checker saw it.

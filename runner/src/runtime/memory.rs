@@ -69,6 +69,55 @@ impl MemorySpan {
     }
 }
 
+/// A run's guest memory: the shared memory, where it is, and its sizes as
+/// the guest sees them.
+pub struct RunMemory {
+    /// The shared memory (it may be larger than the guest sees: it is
+    /// recycled from earlier runs).
+    pub shared: wasmtime::SharedMemory,
+    /// Where `shared` is and how long it is now.
+    pub span: MemorySpan,
+    /// The guest memory's size in pages as the guest sees it.
+    pub pages: u32,
+    /// The module's maximum memory size in pages.
+    pub max_pages: u32,
+    /// The largest size the memory had in this run (what to clear after it).
+    pub high_pages: u32,
+}
+
+impl RunMemory {
+    /// `shared` at the start of a run, with the module's initial and
+    /// maximum sizes in pages.
+    pub fn new(shared: wasmtime::SharedMemory, (pages, max_pages): (u32, u32)) -> RunMemory {
+        RunMemory {
+            span: MemorySpan::of(&shared),
+            shared,
+            pages,
+            max_pages,
+            high_pages: pages,
+        }
+    }
+
+    /// `memory.grow`: grows the logical size (and the shared memory, when
+    /// it is not already large enough). Returns the old size or -1.
+    pub fn grow(&mut self, delta: u32) -> i32 {
+        let old = self.pages;
+        let Some(new) = old.checked_add(delta).filter(|&n| n <= self.max_pages) else {
+            return -1;
+        };
+        let physical = (self.span.byte_len() >> 16) as u32;
+        if new > physical {
+            if self.shared.grow((new - physical) as u64).is_err() {
+                return -1;
+            }
+            self.span.refresh(&self.shared);
+        }
+        self.pages = new;
+        self.high_pages = self.high_pages.max(new);
+        old as i32
+    }
+}
+
 /// The host's view of a run's guest memory while no guest thread runs
 /// (see the module documentation).
 #[derive(Clone, Copy)]

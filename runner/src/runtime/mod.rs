@@ -23,14 +23,14 @@ pub(crate) mod state;
 pub(crate) mod wasi;
 
 use crate::instrument::{self, Config as InstrumentConfig, DebugInfo, Frame, SiteTable};
-use crate::model::{Status, Tid, NO_SITE};
+use crate::model::{RawFrame, Status, Tid, NO_SITE};
 use crate::paths;
 use crate::sched::{self, Strategy};
 use crate::trace::{Decision, Event};
 use crate::verdict::{BlockedThread, HeldLock, ThreadAt, Verdict};
 use anyhow::{anyhow, bail, Result};
 use hooks::ThreadExit;
-use state::{Divergence, Limits, Outcome, RawFrame, RunCell, RunEnd, RunState, Scheduler};
+use state::{Divergence, Limits, Outcome, RunCell, RunEnd, RunState, Scheduler};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -573,10 +573,17 @@ impl Program {
                 None => out.push(Frame {
                     function: Some(name),
                     loc: fallback,
+                    offset: off.map(u64::from),
                 }),
                 Some(outer) => {
                     if outer.loc.is_none() {
                         outer.loc = fallback;
+                    }
+                    // The outermost frame is the wasm function itself:
+                    // code without a DWARF name (assembly) keeps the name
+                    // its symbol has.
+                    if outer.function.as_deref().is_none_or(str::is_empty) {
+                        outer.function = Some(name);
                     }
                     out.extend(frames);
                 }
@@ -842,13 +849,13 @@ impl Program {
         }
         let mut st = run.get();
         if let Some(failure) = st.sched.strategy.failure() {
-            let used = st.mem_high;
+            let used = st.memory.high_pages;
             drop(st);
             run.retire(&mut slot.scratch);
             self.return_slot(slot, used);
             return Err(sched::StrategyFailed(failure).into());
         }
-        let used = st.mem_high;
+        let used = st.memory.high_pages;
         let observed = observe
             .iter()
             .map(|s| {
@@ -922,7 +929,7 @@ impl Program {
                         crate::verdict::SpawnLimits {
                             threads: st.threads.len(),
                             max_threads: MAX_THREADS,
-                            max_pages: st.mem_max,
+                            max_pages: st.memory.max_pages,
                         },
                         &source_line,
                     ),
@@ -989,21 +996,21 @@ impl Program {
         // One report per pair of source lines (a `counter++` races as a read
         // and as a write of the same line).
         let mut races: Vec<crate::verdict::RaceReport> = Vec::new();
-        for r in st.races.as_ref().map_or(&[][..], |x| x.found()) {
+        for r in st.checkers.races.as_ref().map_or(&[][..], |x| x.found()) {
             let report = self.race_report(r, st);
             if !races.iter().any(|x| x.key() == report.key()) {
                 races.push(report);
             }
         }
-        let event_stacks = self.symbolize_all(&st.event_stacks);
-        st.event_stacks.clear();
+        let event_stacks = self.symbolize_all(&st.record.event_stacks);
+        st.record.event_stacks.clear();
         Ok(RunResult {
             verdict,
             strategy,
             feedback: Default::default(),
             decisions: std::mem::take(&mut st.sched.decisions),
-            events: std::mem::take(&mut st.events),
-            labels: std::mem::take(&mut st.labels),
+            events: std::mem::take(&mut st.record.events),
+            labels: std::mem::take(&mut st.record.labels),
             thread_names,
             stdout,
             stderr,
@@ -1016,7 +1023,7 @@ impl Program {
             event_stacks,
             observed: Vec::new(),
             races,
-            sites_hit: std::mem::take(&mut st.hit),
+            sites_hit: std::mem::take(&mut st.record.hit),
             skipped: st.skipped,
             thread_parents: st.threads.iter().map(|t| t.parent).collect(),
             thread_handles: if st.limits.record_events {
@@ -1024,7 +1031,7 @@ impl Program {
             } else {
                 Vec::new()
             },
-            heap_blocks: match (&st.mem, st.limits.record_events) {
+            heap_blocks: match (&st.checkers.mem, st.limits.record_events) {
                 (Some(m), true) => m
                     .heap()
                     .blocks()
@@ -1045,10 +1052,11 @@ impl Program {
             let site = self.sites.site(a.site);
             // With event stacks, the event at that step has the stack.
             let stack = st
+                .record
                 .events
                 .iter()
                 .position(|e| e.step == a.step && e.tid == a.tid && e.site == a.site)
-                .and_then(|i| st.event_stacks.get(i))
+                .and_then(|i| st.record.event_stacks.get(i))
                 .map(|s| self.symbolize(s))
                 .unwrap_or_default();
             crate::verdict::RaceAccess {
@@ -1074,6 +1082,7 @@ impl Program {
                 stack.push(Frame {
                     function: Some(s.func_name.clone()),
                     loc: s.loc.clone(),
+                    offset: None,
                 });
             }
         }
@@ -1148,12 +1157,13 @@ impl Program {
                         stack.push(Frame {
                             function: Some(s.func_name.clone()),
                             loc: s.loc.clone(),
+                            offset: None,
                         });
                     }
                 }
                 // A thread blocked inside a lock call waits for that lock.
                 let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
-                let mut owner = t.wants.and_then(|(a, _)| st.lock_owner.get(a).copied());
+                let mut owner = t.wants.and_then(|(a, _)| st.locks.owner.get(a).copied());
                 let mut holds: Vec<HeldLock> = t
                     .holds
                     .iter()
@@ -1163,7 +1173,7 @@ impl Program {
                         site: self.site_text(site),
                     })
                     .collect();
-                if let Some(words) = &st.words {
+                if let Some(words) = &st.locks.words {
                     if t.wants.is_none() {
                         owner = words.owner_for(tid, addr, bare_wait).map(|o| o.tid);
                     }
@@ -1203,7 +1213,7 @@ impl Program {
     fn taken_at(&self, st: &RunState, taken: crate::model::wordlock::Taken) -> String {
         let stack = taken
             .stack
-            .and_then(|i| st.word_stacks.get(i))
+            .and_then(|i| st.locks.word_stacks.get(i))
             .map(|raw| self.symbolize(raw))
             .unwrap_or_default();
         user_line(&stack).unwrap_or_else(|| self.site_text(taken.site))

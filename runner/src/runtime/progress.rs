@@ -33,6 +33,28 @@
 use super::memory::GuestMemory;
 use crate::model::{EventKind, Pending, Tid};
 
+/// What tells a run whose threads spin or hang from one that progresses:
+/// the spin hints' table of recent writes (which strategies see, through
+/// [`super::state`]) and the progress record (which decides a hang, and
+/// changes no decision).
+pub struct Liveness {
+    /// Step of the last write to each (hashed) word, for spin detection,
+    /// plus `stamp_base`.
+    pub write_stamp: Vec<u64>,
+    /// Larger than every stamp earlier runs left in `write_stamp`: stamps
+    /// are `stamp_base + step`, so a stale one reads as "not written since
+    /// any step of this run", as a zeroed table would (without clearing
+    /// 32 KiB per run).
+    pub stamp_base: u64,
+    /// Step of the last yield point a thread reached while it was the only
+    /// ready one. Spin detection ignores such solo stretches (they may have
+    /// written anything), so that skipping them (the fast path) and seeing
+    /// them give the same hints.
+    pub solo_epoch: u64,
+    /// Whether the threads still make progress.
+    pub progress: Progress,
+}
+
 /// Words each thread remembers reading.
 const RECENT: usize = 4;
 

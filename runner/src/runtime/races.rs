@@ -10,7 +10,7 @@
 //!
 //! Invariants:
 //! * A `Races` exists only in a run whose race mode is not
-//!   [`RaceMode::Off`] (`RunState::races` is `None` otherwise), so nothing
+//!   [`RaceMode::Off`] (`Checkers::races` is `None` otherwise), so nothing
 //!   is tracked in a run that does not look for races.
 //! * Only the program's own synchronisation makes edges: the order in which
 //!   the scheduler ran two threads never does.

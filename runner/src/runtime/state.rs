@@ -15,8 +15,8 @@
 //! that holds it ([`RunCell`]) is a `RefCell`, not a lock.
 
 use super::memcheck::{InvalidFree, MemCheck, MemoryError};
-use super::memory::{GuestMemory, MemorySpan};
-use super::progress::Progress;
+use super::memory::{GuestMemory, MemorySpan, RunMemory};
+use super::progress::{Liveness, Progress};
 use super::races::Races;
 use super::ready::ReadySets;
 use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
@@ -24,21 +24,15 @@ use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
 use crate::model::wordlock::WordLocks;
-use crate::model::{AddrMap, Block, Clock, EventKind, FutexTable, Pending, Status, Tid, NO_SITE};
+use crate::model::{
+    AddrMap, Block, Clock, EventKind, FutexTable, Pending, RawFrame, Status, Tid, NO_SITE,
+};
 use crate::sched::{rng::STREAM_BUDGET, Candidate, Choice, Rng, Strategy};
 use crate::trace::{Decision, Event};
 use std::cell::{RefCell, RefMut};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use wasmtime::SharedMemory;
-
-/// A raw guest frame: function index and module offset in the
-/// *instrumented* module (symbolized later, through the site table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawFrame {
-    pub func: u32,
-    pub offset: Option<u32>,
-}
 
 /// An executed access to tracked futex words, not yet accounted for.
 #[derive(Debug, Clone)]
@@ -91,7 +85,7 @@ pub enum Outcome {
 
 /// Per-thread bookkeeping. What every decision reads of each ready thread
 /// (its pending event and spinning hint) is kept apart, dense by tid, in
-/// [`RunState::slots`].
+/// [`Runnable::slots`].
 #[derive(Debug, Clone)]
 pub struct ThreadRec {
     /// The thread that created it (0 for main itself).
@@ -152,7 +146,7 @@ pub struct ThreadRec {
     private_run: u32,
 }
 
-/// What a decision reads of one thread, in [`RunState::slots`]: the
+/// What a decision reads of one thread, in [`Runnable::slots`]: the
 /// thread as a candidate (its pending event and its spinning hint) and
 /// whether that event may wait for a held lock ([`may_take_lock`], worked
 /// out when the event is noted rather than at every decision).
@@ -160,8 +154,8 @@ pub struct ThreadRec {
 struct Slot {
     cand: Candidate,
     takes_lock: bool,
-    /// The thread is in [`RunState::ready`] (and filed in
-    /// [`RunState::filed`]).
+    /// The thread is in [`Runnable::ready`] (and filed in
+    /// [`Runnable::filed`]).
     ready: bool,
     /// The step since which it has been ready without running.
     since: u64,
@@ -585,23 +579,24 @@ const MAX_PRIVATE_RUN: u32 = 256;
 /// does: see [`RunState::new`] and [`RunState::recycle`].
 #[derive(Default)]
 pub struct Scratch {
-    /// `RunState::write_stamp`, with every entry below `stamp_base`.
+    /// `Liveness::write_stamp`, with every entry below `stamp_base`.
     write_stamp: Vec<u64>,
-    /// `RunState::progress`.
+    /// `Liveness::progress`.
     progress: Progress,
     stamp_base: u64,
     races: Option<Box<Races>>,
     cands: Vec<Candidate>,
-    /// `RunState::threads`, `slots`, `filed` and `held`, emptied: a run of
-    /// a hundred threads would otherwise grow its records from one entry,
-    /// copying each at every doubling.
+    /// `RunState::threads` and `Runnable`'s `slots`, `filed` and `held`,
+    /// emptied: a run of a hundred threads would otherwise grow its records
+    /// from one entry, copying each at every doubling.
     threads: Vec<ThreadRec>,
     slots: Vec<Slot>,
     filed: ReadySets,
     held: Vec<Option<u32>>,
-    /// `RunState::ready`, `futex`, `lock_owner`, `handles` and `mem`,
-    /// emptied: kept for their capacity, so that a run's locks, waits and
-    /// allocations do not allocate once an earlier run had as many.
+    /// The ready list, `futex`, the lock owners, `handles` and the memory
+    /// checker, emptied: kept for their capacity, so that a run's locks,
+    /// waits and allocations do not allocate once an earlier run had as
+    /// many.
     ready: Vec<Tid>,
     futex: FutexTable,
     lock_owner: AddrMap<Tid>,
@@ -615,17 +610,8 @@ const RECENT_READS: usize = 8;
 /// The state of one run.
 pub struct RunState {
     pub threads: Vec<ThreadRec>,
-    /// Per tid, what a decision reads of the thread: a walk over the ready
-    /// threads touches these few bytes each, not whole records.
-    slots: Vec<Slot>,
-    /// The ready threads filed by the lock their pending event may wait
-    /// for, so that a decision looks at each lock once.
-    filed: ReadySets,
-    /// Scratch of [`RunState::candidates`]: per lock of `filed.locks`, the
-    /// held word, if held.
-    held: Vec<Option<u32>>,
-    /// Sorted ids of `Ready` threads.
-    ready: Vec<Tid>,
+    /// The threads that can run, as decisions read them.
+    runnable: Runnable,
     pub current: Tid,
     pub steps: u64,
     pub clock: Clock,
@@ -636,29 +622,15 @@ pub struct RunState {
     /// The run is over and its suspended threads are being unwound
     /// (`Executor::close`): their pending host calls fail.
     pub closed: bool,
-    pub memory: SharedMemory,
-    /// Where `memory` is and how long it is now.
-    span: MemorySpan,
+    /// The guest memory and its sizes.
+    pub memory: RunMemory,
     pub sites: Arc<SiteTable>,
     /// `sites` packed for the hot path.
     pub info: Arc<[SiteInfo]>,
     pub limits: Limits,
     budget_rng: Rng,
-    /// Step of the last write to each (hashed) word, for spin detection,
-    /// plus `stamp_base`.
-    write_stamp: Vec<u64>,
-    /// Larger than every stamp earlier runs left in `write_stamp`: stamps
-    /// are `stamp_base + step`, so a stale one reads as "not written since
-    /// any step of this run", as a zeroed table would (without clearing
-    /// 32 KiB per run).
-    stamp_base: u64,
-    /// Step of the last yield point a thread reached while it was the only
-    /// ready one. Spin detection ignores such solo stretches (they may have
-    /// written anything), so that skipping them (the fast path) and seeing
-    /// them give the same hints.
-    solo_epoch: u64,
-    /// Whether the threads still make progress.
-    progress: Progress,
+    /// Spin hints and progress: whether the threads spin or hang.
+    live: Liveness,
     /// A thread that waited [`Limits::fair_steps`] while others ran, and
     /// how many more steps it is run for before the strategy decides again.
     force: Option<(Tid, u32)>,
@@ -670,46 +642,100 @@ pub struct RunState {
     pub granted: u32,
     /// Skipped yield points accounted for so far.
     pub skipped: u64,
+    /// What the run records for its result.
+    pub record: Recording,
+    /// Context switches, and those that were preemptions.
+    pub switches: u64,
+    pub preemptions: u64,
+    /// Who holds which lock.
+    pub locks: LockOwners,
+    /// The memory checker and the race detector.
+    pub checkers: Checkers,
+    /// `pthread_t` values of threads created in user code.
+    pub handles: AddrMap<Tid>,
+    /// The guest's `random_get` stream.
+    random: GuestRandom,
+}
+
+/// The threads that can run, as a decision reads them.
+struct Runnable {
+    /// Per tid, what a decision reads of the thread: a walk over the ready
+    /// threads touches these few bytes each, not whole records.
+    slots: Vec<Slot>,
+    /// The ready threads filed by the lock their pending event may wait
+    /// for, so that a decision looks at each lock once.
+    filed: ReadySets,
+    /// Scratch of [`RunState::candidates`]: per lock of `filed.locks`, the
+    /// held word, if held.
+    held: Vec<Option<u32>>,
+    /// Sorted ids of `Ready` threads.
+    ready: Vec<Tid>,
+    /// The candidates of the decision being made (kept for its capacity).
+    cands: Vec<Candidate>,
+}
+
+/// What a run records for its result (beyond its verdict): the executed
+/// events, with their stacks when asked, the guest's labels and the sites
+/// reached.
+pub struct Recording {
+    /// With `record_events`: every executed event.
     pub events: Vec<Event>,
     /// With `event_stacks`: the stack of each recorded event.
     pub event_stacks: Vec<Vec<RawFrame>>,
     /// `heddle_event` labels: (step, tid, label).
     pub labels: Vec<(u64, Tid, String)>,
-    /// Context switches, and those that were preemptions.
-    pub switches: u64,
-    pub preemptions: u64,
+    /// Sites reached at least once (a bitset by site id): coverage.
+    pub hit: Vec<u64>,
+}
+
+/// Who holds which lock, for reports (a deadlock's owners, the lock a
+/// blocked thread waits for).
+pub struct LockOwners {
     /// Lock owners known from lock/unlock calls in user code.
-    pub lock_owner: AddrMap<Tid>,
+    pub owner: AddrMap<Tid>,
     /// Futex words used as locks, with their owners (diagnostic runs only:
     /// the history must be complete, so no yield point may be skipped).
     pub words: Option<WordLocks>,
     /// Stacks of the read-modify-writes that took words (indexed by
     /// [`crate::model::wordlock::Taken::stack`]).
     pub word_stacks: Vec<Vec<RawFrame>>,
-    cands: Vec<Candidate>,
-    /// The guest memory's size in pages as the guest sees it (the shared
-    /// memory may be larger: it is recycled from earlier runs).
-    pub mem_pages: u32,
-    /// The module's maximum memory size in pages.
-    pub mem_max: u32,
-    /// The largest size the memory had in this run (what to clear after it).
-    pub mem_high: u32,
-    /// The memory checker (None when memcheck is off). It and the race
-    /// detector are boxed: each is a few hundred bytes, and both go from
-    /// the scratch to the state and back at every run.
+}
+
+/// The checkers a run may have on: each is None when off. They are boxed:
+/// each is a few hundred bytes, and both go from the scratch to the state
+/// and back at every run.
+pub struct Checkers {
+    /// The memory checker (memcheck).
     pub mem: Option<Box<MemCheck>>,
-    /// The race detector (None when race detection is off).
+    /// The race detector.
     pub races: Option<Box<Races>>,
-    /// `pthread_t` values of threads created in user code.
-    pub handles: AddrMap<Tid>,
-    /// Sites reached at least once (a bitset by site id): coverage.
-    pub hit: Vec<u64>,
-    /// The guest's `random_get` stream (ChaCha8, separate from scheduling),
-    /// made at the run's first call ([`RunState::guest_random`]): few
-    /// programs ask, and its state is a third of a kilobyte.
-    random: Option<Box<rand::rngs::ChaCha8Rng>>,
+}
+
+/// The guest's `random_get` stream (ChaCha8, separate from scheduling),
+/// made at the run's first call ([`GuestRandom::rng`]): few programs ask,
+/// and its state is a third of a kilobyte.
+struct GuestRandom {
+    rng: Option<Box<rand::rngs::ChaCha8Rng>>,
     /// The seed of that stream.
-    random_seed: u64,
+    seed: u64,
+}
+
+impl GuestRandom {
+    /// The stream of a run of seed `seed`, not made yet.
+    fn new(seed: u64) -> GuestRandom {
+        GuestRandom {
+            rng: None,
+            seed: seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    /// The stream, made at its first use.
+    fn rng(&mut self) -> &mut rand::rngs::ChaCha8Rng {
+        let seed = self.seed;
+        self.rng.get_or_insert_with(|| {
+            Box::new(<rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed))
+        })
+    }
 }
 
 /// Stream id of the guest's random bytes.
@@ -783,10 +809,13 @@ impl RunState {
         cands.clear();
         RunState {
             threads,
-            slots,
-            filed,
-            held,
-            ready,
+            runnable: Runnable {
+                slots,
+                filed,
+                held,
+                ready,
+                cands,
+            },
             current: 0,
             steps: 0,
             clock: Clock::new(),
@@ -795,47 +824,46 @@ impl RunState {
             sched,
             outcome: None,
             closed: false,
-            span: MemorySpan::of(&memory),
-            memory,
+            memory: RunMemory::new(memory, pages),
             sites,
             info,
             limits,
             budget_rng: Rng::new(seed, STREAM_BUDGET),
-            write_stamp,
-            stamp_base,
-            solo_epoch: 0,
-            progress,
+            live: Liveness {
+                write_stamp,
+                stamp_base,
+                solo_epoch: 0,
+                progress,
+            },
             force: None,
             fast,
             granted: 0,
             skipped: 0,
-            events: Vec::new(),
-            event_stacks: Vec::new(),
-            labels: Vec::new(),
+            record: Recording {
+                events: Vec::new(),
+                event_stacks: Vec::new(),
+                labels: Vec::new(),
+                hit: vec![0; sites_count.div_ceil(64)],
+            },
             switches: 0,
             preemptions: 0,
-            lock_owner,
-            words: diagnostics.then(WordLocks::default),
-            word_stacks: Vec::new(),
-            cands,
-            mem_pages: pages.0,
-            mem_max: pages.1,
-            mem_high: pages.0,
-            mem,
-            races: Races::new(races, old_races),
+            locks: LockOwners {
+                owner: lock_owner,
+                words: diagnostics.then(WordLocks::default),
+                word_stacks: Vec::new(),
+            },
+            checkers: Checkers {
+                mem,
+                races: Races::new(races, old_races),
+            },
             handles,
-            hit: vec![0; sites_count.div_ceil(64)],
-            random: None,
-            random_seed: seed ^ STREAM_GUEST_RANDOM.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            random: GuestRandom::new(seed),
         }
     }
 
     /// The guest's `random_get` stream, made at its first use.
     pub fn guest_random(&mut self) -> &mut rand::rngs::ChaCha8Rng {
-        let seed = self.random_seed;
-        self.random.get_or_insert_with(|| {
-            Box::new(<rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed))
-        })
+        self.random.rng()
     }
 
     /// Leaves this run's buffers to the next one on its memory, in
@@ -860,21 +888,21 @@ impl RunState {
             handles,
             mem,
         } = scratch;
-        *write_stamp = take(&mut self.write_stamp);
-        self.progress.retire(self.steps);
-        *progress = take(&mut self.progress);
-        *stamp_base = self.stamp_base + self.steps + 1;
-        *races = self.races.take();
-        *cands = take(&mut self.cands);
+        *write_stamp = take(&mut self.live.write_stamp);
+        self.live.progress.retire(self.steps);
+        *progress = take(&mut self.live.progress);
+        *stamp_base = self.live.stamp_base + self.steps + 1;
+        *races = self.checkers.races.take();
+        *cands = take(&mut self.runnable.cands);
         *threads = take(&mut self.threads);
-        *slots = take(&mut self.slots);
-        *filed = take(&mut self.filed);
-        *held = take(&mut self.held);
-        *ready = take(&mut self.ready);
+        *slots = take(&mut self.runnable.slots);
+        *filed = take(&mut self.runnable.filed);
+        *held = take(&mut self.runnable.held);
+        *ready = take(&mut self.runnable.ready);
         *futex = take(&mut self.futex);
-        *lock_owner = take(&mut self.lock_owner);
+        *lock_owner = take(&mut self.locks.owner);
         *handles = take(&mut self.handles);
-        *mem = self.mem.take();
+        *mem = self.checkers.mem.take();
     }
 
     /// Ends the run with `o` unless it is already ending.
@@ -896,22 +924,22 @@ impl RunState {
     }
 
     fn set_ready(&mut self, tid: Tid) {
-        if let Err(i) = self.ready.binary_search(&tid) {
-            self.ready.insert(i, tid);
-            let slot = &mut self.slots[tid as usize];
+        if let Err(i) = self.runnable.ready.binary_search(&tid) {
+            self.runnable.ready.insert(i, tid);
+            let slot = &mut self.runnable.slots[tid as usize];
             slot.ready = true;
             slot.since = self.steps;
-            self.filed.file(tid, slot.lock());
+            self.runnable.filed.file(tid, slot.lock());
         }
         self.threads[tid as usize].status = Status::Ready;
     }
 
     fn unready(&mut self, tid: Tid) {
-        if let Ok(i) = self.ready.binary_search(&tid) {
-            self.ready.remove(i);
-            let slot = &mut self.slots[tid as usize];
+        if let Ok(i) = self.runnable.ready.binary_search(&tid) {
+            self.runnable.ready.remove(i);
+            let slot = &mut self.runnable.slots[tid as usize];
             slot.ready = false;
-            self.filed.unfile(tid, slot.lock());
+            self.runnable.filed.unfile(tid, slot.lock());
         }
     }
 
@@ -919,13 +947,13 @@ impl RunState {
     pub fn spawn(&mut self, parent: Tid, start_arg: u32) -> Tid {
         let tid = self.threads.len() as Tid;
         self.threads.push(ThreadRec::new(start_arg));
-        self.slots.push(Slot::new(tid));
+        self.runnable.slots.push(Slot::new(tid));
         self.threads[tid as usize].parent = parent;
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             races.spawn(parent, tid);
         }
         self.threads[parent as usize].last_child = Some(tid);
-        self.progress.made(self.steps, None);
+        self.live.progress.made(self.steps, None);
         self.set_ready(tid);
         self.sched.strategy.on_spawn(tid);
         tid
@@ -938,47 +966,49 @@ impl RunState {
     /// What thread `tid` does next.
     #[inline]
     pub fn pending(&self, tid: Tid) -> Pending {
-        self.slots[tid as usize].cand.pending
+        self.runnable.slots[tid as usize].cand.pending
     }
 
     /// Sets what thread `tid` does next.
     #[inline]
     fn set_pending(&mut self, tid: Tid, p: Pending) {
         let takes_lock = may_take_lock(&self.info, &p);
-        let slot = &mut self.slots[tid as usize];
+        let slot = &mut self.runnable.slots[tid as usize];
         // A ready thread is filed by the lock its event may wait for.
         let refile = slot.ready && (slot.takes_lock || takes_lock);
         if refile {
-            self.filed.unfile(tid, slot.lock());
+            self.runnable.filed.unfile(tid, slot.lock());
         }
         slot.cand.pending = p;
         slot.takes_lock = takes_lock;
         if refile {
-            self.filed.file(tid, slot.lock());
+            self.runnable.filed.file(tid, slot.lock());
         }
     }
 
     fn note_pending(&mut self, tid: Tid, p: Pending) {
         let steps = self.steps;
-        if self.ready.len() == 1 && !self.watched(steps) {
+        if self.runnable.ready.len() == 1 && !self.watched(steps) {
             // A solo stretch between watches counts as progress, as a
             // stretch the fast path skipped does.
-            self.progress.unseen(steps);
+            self.live.progress.unseen(steps);
         } else {
-            self.progress.observe(tid, &p, steps, guest(&self.span));
+            self.live
+                .progress
+                .observe(tid, &p, steps, guest(&self.memory.span));
         }
-        if self.ready.len() == 1 {
+        if self.runnable.ready.len() == 1 {
             // A solo stretch: no spin tracking (see `solo_epoch`).
-            self.solo_epoch = steps;
+            self.live.solo_epoch = steps;
             self.threads[tid as usize].forget_spin(steps);
-            self.slots[tid as usize].cand.spinning = false;
+            self.runnable.slots[tid as usize].cand.spinning = false;
             self.set_pending(tid, p);
-            if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+            if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
                 *w |= 1 << (p.site & 63);
             }
             return;
         }
-        let solo_epoch = self.solo_epoch;
+        let solo_epoch = self.live.solo_epoch;
         // A failing test-and-set, exchange or CAS writes what it read (or
         // nothing), so it never looks like a re-read of an unwritten word:
         // it spins when the word holds the value this thread's last such
@@ -1016,7 +1046,7 @@ impl RunState {
                 // Nobody wrote the word since `step`, and this thread
                 // neither stored nor created a thread since: it only polls.
                 let unwritten_since = |step: u64| {
-                    self.write_stamp[slot] <= self.stamp_base + step
+                    self.live.write_stamp[slot] <= self.live.stamp_base + step
                         && solo_epoch <= step
                         && worked_at <= step
                 };
@@ -1047,13 +1077,13 @@ impl RunState {
             _ => false,
         };
         th.spins = spinning;
-        self.slots[tid as usize].cand.spinning = spinning;
+        self.runnable.slots[tid as usize].cand.spinning = spinning;
         self.set_pending(tid, p);
-        if let Some(w) = self.hit.get_mut((p.site >> 6) as usize) {
+        if let Some(w) = self.record.hit.get_mut((p.site >> 6) as usize) {
             *w |= 1 << (p.site & 63);
         }
         if p.kind.writes() {
-            self.write_stamp[Self::hash_slot(p.addr)] = self.stamp_base + steps;
+            self.live.write_stamp[Self::hash_slot(p.addr)] = self.live.stamp_base + steps;
         }
     }
 
@@ -1075,7 +1105,7 @@ impl RunState {
     /// Records that `tid` executes its pending event now.
     fn executed(&mut self, tid: Tid, preempted: bool) -> Result<(), RunEnd> {
         let p = self.pending(tid);
-        self.slots[tid as usize].since = self.steps;
+        self.runnable.slots[tid as usize].since = self.steps;
         if let Some((f, left)) = self.force {
             // A forced thread runs its burst, unless it spins or waits.
             self.force = (f == tid && left > 1 && !self.threads[tid as usize].spins)
@@ -1098,8 +1128,9 @@ impl RunState {
         if let Some(word) = self.inline_mutex_word(&p) {
             if inline_mutex_applies(self.info[p.site as usize].kind, self.mutex_words(p.addr)) {
                 self.threads[tid as usize].announced = false;
-                self.write_stamp[Self::hash_slot(word.addr)] = self.stamp_base + self.steps;
-                self.progress.made(self.steps, Some(word.addr));
+                self.live.write_stamp[Self::hash_slot(word.addr)] =
+                    self.live.stamp_base + self.steps;
+                self.live.progress.made(self.steps, Some(word.addr));
                 return self.account(tid, word, false);
             }
         }
@@ -1111,13 +1142,13 @@ impl RunState {
     fn account(&mut self, tid: Tid, p: Pending, preempted: bool) -> Result<(), RunEnd> {
         if self.sched.observes {
             let view = View {
-                memory: guest(&self.span),
+                memory: guest(&self.memory.span),
                 threads: &self.threads,
-                labels: &self.labels,
+                labels: &self.record.labels,
             };
             self.sched.strategy.on_event(tid, &p, &view);
         }
-        if self.words.is_some() {
+        if self.locks.words.is_some() {
             self.note_word_op(tid, p);
         }
         // Record before the race check, so that a racing access that ends
@@ -1125,7 +1156,7 @@ impl RunState {
         if self.limits.record_events {
             self.record(tid, p, preempted);
         }
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             if let Some(race) = races.executed(tid, p, &self.info, self.steps) {
                 self.end(Outcome::Race(race));
             }
@@ -1173,7 +1204,7 @@ impl RunState {
     /// Appends `p`, executed now by `tid`, to the trace.
     fn record(&mut self, tid: Tid, p: Pending, preempted: bool) {
         self.fill_last_value(tid);
-        self.events.push(Event {
+        self.record.events.push(Event {
             step: self.steps,
             tid,
             site: p.site,
@@ -1185,16 +1216,18 @@ impl RunState {
         });
         if self.limits.event_stacks {
             let stack = self.threads[tid as usize].pending_stack.clone();
-            self.event_stacks.push(stack);
+            self.record.event_stacks.push(stack);
         }
-        self.threads[tid as usize].last_event = Some(self.events.len() - 1);
+        self.threads[tid as usize].last_event = Some(self.record.events.len() - 1);
     }
 
     /// Notes the values of the tracked futex words `tid`'s access `p`, which
     /// executes now, may change (a 4-byte read-modify-write is tracked from
     /// its first one on).
     fn note_word_op(&mut self, tid: Tid, p: Pending) {
-        let Some(words) = &self.words else { return };
+        let Some(words) = &self.locks.words else {
+            return;
+        };
         let rmw = matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg);
         let mut before = Vec::new();
         if rmw {
@@ -1234,7 +1267,9 @@ impl RunState {
     /// words (it has executed by the time the thread reaches its next
     /// yield point or ends).
     fn settle_words(&mut self, tid: Tid) {
-        let Some(words) = &mut self.words else { return };
+        let Some(words) = &mut self.locks.words else {
+            return;
+        };
         let th = &mut self.threads[tid as usize];
         let Some(WordOp {
             site,
@@ -1246,13 +1281,13 @@ impl RunState {
             return;
         };
         for (addr, old) in before {
-            let Some(new) = guest(&self.span).read_le(addr, 4).map(|v| v as u32) else {
+            let Some(new) = guest(&self.memory.span).read_le(addr, 4).map(|v| v as u32) else {
                 continue;
             };
             if rmw {
                 if words.rmw(tid, addr, site, old, new) && !stack.is_empty() {
-                    self.word_stacks.push(stack.clone());
-                    words.taken_with_stack(tid, addr, self.word_stacks.len() - 1);
+                    self.locks.word_stacks.push(stack.clone());
+                    words.taken_with_stack(tid, addr, self.locks.word_stacks.len() - 1);
                 }
             } else {
                 words.store(tid, addr, old, new);
@@ -1264,9 +1299,9 @@ impl RunState {
     /// by the time the thread reaches its next yield point).
     pub fn fill_last_value(&mut self, tid: Tid) {
         if let Some(i) = self.threads[tid as usize].last_event.take() {
-            let e = self.events[i];
+            let e = self.record.events[i];
             if e.kind.is_access() && (1..=8).contains(&e.len) {
-                self.events[i].value = self.read_le(e.addr, e.len);
+                self.record.events[i].value = self.read_le(e.addr, e.len);
             }
         }
     }
@@ -1278,7 +1313,7 @@ impl RunState {
 
     /// The run's guest memory, for the host's reads and writes.
     pub fn guest(&self) -> GuestMemory<'_> {
-        guest(&self.span)
+        guest(&self.memory.span)
     }
 
     /// How many guarded yield points the current thread may skip from now
@@ -1291,8 +1326,8 @@ impl RunState {
     /// out-of-bounds access traps in the guest as it would in the host.
     pub fn solo_window(&self) -> u32 {
         if !self.fast
-            || self.ready.len() != 1
-            || self.span.byte_len() >> 16 != self.mem_pages as usize
+            || self.runnable.ready.len() != 1
+            || self.memory.span.byte_len() >> 16 != self.memory.pages as usize
         {
             return 0;
         }
@@ -1325,18 +1360,18 @@ impl RunState {
         self.skipped += used;
         self.clock
             .advance_to(self.clock.now() + used * Clock::STEP_NS);
-        self.solo_epoch = self.steps;
+        self.live.solo_epoch = self.steps;
         let steps = self.steps;
-        self.progress.unseen(steps);
+        self.live.progress.unseen(steps);
         self.threads[self.current as usize].forget_spin(steps);
-        self.slots[self.current as usize].cand.spinning = false;
+        self.runnable.slots[self.current as usize].cand.spinning = false;
     }
 
     fn tick(&mut self) -> Result<(), RunEnd> {
         self.steps += 1;
         self.clock.tick();
         let window = self.hang_window();
-        if self.progress.stalled(self.steps) >= window {
+        if self.live.progress.stalled(self.steps) >= window {
             return Err(self.hang(window));
         }
         if self.steps > self.limits.max_steps {
@@ -1394,7 +1429,7 @@ impl RunState {
     /// re-read words nobody changed, retried a compare-exchange on an
     /// unchanged word, or stored what was already there).
     fn hang(&mut self, window: u64) -> RunEnd {
-        let reason = if self.ready.len() > 1 {
+        let reason = if self.runnable.ready.len() > 1 {
             format!("livelock: every running thread spins, none made progress in {window} steps")
         } else {
             format!(
@@ -1411,13 +1446,18 @@ impl RunState {
     fn starving(&self) -> Option<Tid> {
         let steps = self.steps;
         let mem = self.guest();
-        self.ready
+        self.runnable
+            .ready
             .iter()
-            .map(|&t| (self.slots[t as usize].since, t))
+            .map(|&t| (self.runnable.slots[t as usize].since, t))
             .filter(|&(since, t)| {
                 steps - since > self.limits.fair_steps
-                    && waits_for_lock(&self.info, mem, &self.slots[t as usize].cand.pending)
-                        .is_none()
+                    && waits_for_lock(
+                        &self.info,
+                        mem,
+                        &self.runnable.slots[t as usize].cand.pending,
+                    )
+                    .is_none()
             })
             .min()
             .map(|(_, t)| t)
@@ -1472,17 +1512,17 @@ impl RunState {
 
     /// [`RunState::candidates`] before fairness.
     fn all_candidates(&mut self) -> Vec<Candidate> {
-        let mut c = std::mem::take(&mut self.cands);
+        let mut c = std::mem::take(&mut self.runnable.cands);
         c.clear();
         self.sched.waiting.clear();
         let record = self.sched.choice_points.is_some();
-        let mem = guest(&self.span);
-        if !record && self.slots.len() <= 64 {
+        let mem = guest(&self.memory.span);
+        if !record && self.runnable.slots.len() <= 64 {
             // The same walk on one word per set (every tid below 64), with
             // no waiting list to keep.
-            let mut open = self.filed.free.low_word();
+            let mut open = self.runnable.filed.free.low_word();
             let mut any_held = false;
-            for g in &self.filed.locks {
+            for g in &self.runnable.filed.locks {
                 if held_lock_word(mem, g.addr, g.mutex).is_some() {
                     any_held = true;
                 } else {
@@ -1490,14 +1530,14 @@ impl RunState {
                 }
             }
             if !any_held || open == 0 {
-                for &tid in &self.ready {
-                    c.push(self.slots[tid as usize].candidate());
+                for &tid in &self.runnable.ready {
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             } else {
                 while open != 0 {
                     let tid = open.trailing_zeros();
                     open &= open - 1;
-                    c.push(self.slots[tid as usize].candidate());
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             }
             #[cfg(debug_assertions)]
@@ -1506,31 +1546,31 @@ impl RunState {
         }
         // Each lock once: the lockers of a free one are candidates, those
         // of a held one wait.
-        self.held.clear();
-        for g in &self.filed.locks {
+        self.runnable.held.clear();
+        for g in &self.runnable.filed.locks {
             let held = held_lock_word(mem, g.addr, g.mutex);
             if let (Some(word), true) = (held, record) {
                 self.sched
                     .waiting
                     .extend(g.threads.iter().map(|tid| (tid, word)));
             }
-            self.held.push(held);
+            self.runnable.held.push(held);
         }
-        let held = &self.held;
+        let held = &self.runnable.held;
         if held.iter().all(Option::is_none) {
-            for &tid in &self.ready {
-                c.push(self.slots[tid as usize].candidate());
+            for &tid in &self.runnable.ready {
+                c.push(self.runnable.slots[tid as usize].candidate());
             }
         } else {
-            for tid in self.filed.open(|i| held[i].is_some()).iter() {
-                c.push(self.slots[tid as usize].candidate());
+            for tid in self.runnable.filed.open(|i| held[i].is_some()).iter() {
+                c.push(self.runnable.slots[tid as usize].candidate());
             }
             if c.is_empty() {
                 // Every ready thread waits: all of them run, as without
                 // the rule.
                 self.sched.waiting.clear();
-                for &tid in &self.ready {
-                    c.push(self.slots[tid as usize].candidate());
+                for &tid in &self.runnable.ready {
+                    c.push(self.runnable.slots[tid as usize].candidate());
                 }
             }
             self.sched.waiting.sort_unstable_by_key(|w| w.0);
@@ -1541,15 +1581,15 @@ impl RunState {
     }
 
     /// The candidates and waiting threads [`RunState::candidates`] found
-    /// through [`RunState::filed`] are those a walk over every ready thread
+    /// through [`Runnable::filed`] are those a walk over every ready thread
     /// finds.
     #[cfg(debug_assertions)]
     fn check_candidates(&self, c: &[Candidate]) {
         let mem = self.guest();
         let mut waiting = Vec::new();
         let mut tids = Vec::new();
-        for &tid in &self.ready {
-            let slot = &self.slots[tid as usize];
+        for &tid in &self.runnable.ready {
+            let slot = &self.runnable.slots[tid as usize];
             assert!(slot.ready && slot.cand.tid == tid);
             let p = &slot.cand.pending;
             assert_eq!(slot.takes_lock, may_take_lock(&self.info, p));
@@ -1559,7 +1599,7 @@ impl RunState {
             }
         }
         if tids.is_empty() {
-            tids = self.ready.clone();
+            tids = self.runnable.ready.clone();
             waiting.clear();
         }
         let got: Vec<Tid> = c.iter().map(|c| c.tid).collect();
@@ -1567,14 +1607,19 @@ impl RunState {
         if self.sched.choice_points.is_some() {
             assert_eq!(self.sched.waiting, waiting, "waiting threads");
         }
-        let filed = self.filed.free.iter().count()
+        let filed = self.runnable.filed.free.iter().count()
             + self
+                .runnable
                 .filed
                 .locks
                 .iter()
                 .map(|g| g.threads.iter().count())
                 .sum::<usize>();
-        assert_eq!(filed, self.ready.len(), "every ready thread filed once");
+        assert_eq!(
+            filed,
+            self.runnable.ready.len(),
+            "every ready thread filed once"
+        );
     }
 
     /// Whether `p` is a yield point before which no decision is made
@@ -1607,7 +1652,7 @@ impl RunState {
         // contended path) still meets a decision every MAX_PRIVATE_RUN.
         let th = &self.threads[tid as usize];
         let private = self.private(&p) && th.private_run < MAX_PRIVATE_RUN;
-        if self.ready.len() == 1
+        if self.runnable.ready.len() == 1
             || ((th.announced || private) && waits_for_lock(&self.info, self.guest(), &p).is_none())
         {
             let th = &mut self.threads[tid as usize];
@@ -1622,18 +1667,18 @@ impl RunState {
         let chosen = if cands.len() == 1 {
             Ok(cands[0].tid)
         } else {
-            self.sched.events_recorded = self.events.len();
+            self.sched.events_recorded = self.record.events.len();
             let view = View {
-                memory: guest(&self.span),
+                memory: guest(&self.memory.span),
                 threads: &self.threads,
-                labels: &self.labels,
+                labels: &self.record.labels,
             };
             let pick = self
                 .sched
                 .pick_thread(can_go_on.then_some(tid), &cands, &view);
             pick.map(|i| cands[i].tid)
         };
-        self.cands = cands;
+        self.runnable.cands = cands;
         let chosen = match chosen {
             Ok(t) => t,
             Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1657,7 +1702,7 @@ impl RunState {
     /// choose who runs next, advancing virtual time if everyone sleeps.
     fn schedule_away(&mut self) -> Result<(), RunEnd> {
         loop {
-            if self.ready.is_empty() {
+            if self.runnable.ready.is_empty() {
                 if let Some(&(deadline, _)) = self.timers.first() {
                     self.clock.advance_to(deadline);
                     self.fire_timers();
@@ -1673,27 +1718,27 @@ impl RunState {
                 // Every thread finished (the main thread ended with pthread_exit).
                 return Err(self.end(Outcome::Exit(0)));
             }
-            let chosen = if self.ready.len() == 1 {
-                self.ready[0]
+            let chosen = if self.runnable.ready.len() == 1 {
+                self.runnable.ready[0]
             } else {
                 let cands = self.candidates();
                 if cands.len() == 1 {
                     let t = cands[0].tid;
-                    self.cands = cands;
+                    self.runnable.cands = cands;
                     self.switches += 1;
                     self.current = t;
                     self.executed(t, false)?;
                     return Ok(());
                 }
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 let view = View {
-                    memory: guest(&self.span),
+                    memory: guest(&self.memory.span),
                     threads: &self.threads,
-                    labels: &self.labels,
+                    labels: &self.record.labels,
                 };
                 let pick = self.sched.pick_thread(None, &cands, &view);
                 let t = pick.map(|i| cands[i].tid);
-                self.cands = cands;
+                self.runnable.cands = cands;
                 match t {
                     Ok(t) => t,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1724,7 +1769,7 @@ impl RunState {
                 && d - now <= self.sched.max_stall_ns
                 && self.timers.first() == Some(&(d, tid))
             {
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 match self.sched.pick_stall(tid, site, d - now) {
                     Ok(true) => {
                         self.clock.advance_to(d);
@@ -1744,9 +1789,9 @@ impl RunState {
             self.fill_last_value(tid);
         }
         self.settle_words(tid);
-        self.progress.made(self.steps, None);
+        self.live.progress.made(self.steps, None);
         self.threads[tid as usize].status = Status::Done;
-        if let Some(races) = &mut self.races {
+        if let Some(races) = &mut self.checkers.races {
             races.finish(tid);
         }
         self.set_pending(
@@ -1770,7 +1815,7 @@ impl RunState {
         for i in 0..k {
             let remaining = total - i;
             let index = if k - i < remaining {
-                self.sched.events_recorded = self.events.len();
+                self.sched.events_recorded = self.record.events.len();
                 match self.sched.pick_value(tid, site, remaining) {
                     Ok(v) => v as usize,
                     Err(d) => return Err(self.end(Outcome::Diverged(d))),
@@ -1779,7 +1824,7 @@ impl RunState {
                 0
             };
             let woken = self.futex.take(addr, index);
-            if let Some(races) = &mut self.races {
+            if let Some(races) = &mut self.checkers.races {
                 races.wake(tid, woken);
             }
             let th = &self.threads[woken as usize];
@@ -1805,8 +1850,8 @@ impl RunState {
     }
 
     fn release(&mut self, tid: Tid, addr: u32) {
-        if self.lock_owner.get(addr) == Some(&tid) {
-            self.lock_owner.remove(addr);
+        if self.locks.owner.get(addr) == Some(&tid) {
+            self.locks.owner.remove(addr);
         }
         self.threads[tid as usize].holds.retain(|&(a, _)| a != addr);
         let p = self.pending(tid);
@@ -1843,7 +1888,7 @@ impl RunState {
                 // find the barrier open or the once done leave through a
                 // plain read, which gives no edge of its own: their return
                 // acquires it.
-                if let Some(races) = &mut self.races {
+                if let Some(races) = &mut self.checkers.races {
                     races.departed(tid, addr);
                 }
                 return;
@@ -1851,7 +1896,8 @@ impl RunState {
             Some(SiteKind::ThreadJoin) => {
                 // `addr` is the `pthread_t` argument.
                 if ret == 0 {
-                    if let (Some(&joined), Some(races)) = (self.handles.get(addr), &mut self.races)
+                    if let (Some(&joined), Some(races)) =
+                        (self.handles.get(addr), &mut self.checkers.races)
                     {
                         races.joined(tid, joined);
                     }
@@ -1869,10 +1915,10 @@ impl RunState {
         let th = &mut self.threads[tid as usize];
         if took {
             th.holds.push((addr, site));
-            self.lock_owner.insert(addr, tid);
+            self.locks.owner.insert(addr, tid);
             if self.limits.record_events {
                 self.fill_last_value(tid);
-                self.events.push(Event {
+                self.record.events.push(Event {
                     step: self.steps,
                     tid,
                     site,
@@ -1884,7 +1930,7 @@ impl RunState {
                 });
                 if self.limits.event_stacks {
                     let stack = self.threads[tid as usize].pending_stack.clone();
-                    self.event_stacks.push(stack);
+                    self.record.event_stacks.push(stack);
                 }
             }
         }
@@ -1893,7 +1939,7 @@ impl RunState {
     /// The memory checker's verdict on an access, if it is invalid.
     #[inline]
     pub fn check_access(&self, p: &Pending) -> Option<(&'static str, Option<HeapBlock>)> {
-        let mem = self.mem.as_ref()?;
+        let mem = self.checkers.mem.as_ref()?;
         if p.len == 0 {
             // An inlined lock or unlock touches the mutex's lock word itself.
             return mem.check_access(&self.inline_mutex_word(p)?);
@@ -1910,7 +1956,13 @@ impl RunState {
         stack: Vec<RawFrame>,
         block: Option<HeapBlock>,
     ) -> MemoryError {
-        MemCheck::error(self.mem.as_deref(), kind, (tid, addr, site), stack, block)
+        MemCheck::error(
+            self.checkers.mem.as_deref(),
+            kind,
+            (tid, addr, site),
+            stack,
+            block,
+        )
     }
 
     fn origin(&self, tid: Tid, site: SiteId) -> Origin {
@@ -1931,8 +1983,8 @@ impl RunState {
     ) -> Result<(), InvalidFree> {
         let at = self.origin(tid, site);
         let callee = self.sites.site(site).and_then(|s| s.callee.as_deref());
-        let mem = self.mem.as_mut().expect("memcheck on");
-        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.span))? {
+        let mem = self.checkers.mem.as_mut().expect("memcheck on");
+        if let Some(freed) = mem.alloc_args(callee, args, at, guest(&self.memory.span))? {
             self.heap_event(tid, site, freed, 0);
         }
         Ok(())
@@ -1947,7 +1999,7 @@ impl RunState {
             return;
         }
         self.fill_last_value(tid);
-        self.events.push(Event {
+        self.record.events.push(Event {
             step: self.steps,
             tid,
             site,
@@ -1960,28 +2012,31 @@ impl RunState {
         if self.limits.event_stacks {
             // The stack of the previous yield point may be at another line:
             // leave it empty so the event is placed at its call site.
-            self.event_stacks.push(Vec::new());
+            self.record.event_stacks.push(Vec::new());
         }
     }
 
     /// The `i`-th argument the allocator call should really get.
     pub fn alloc_arg(&self, tid: Tid, i: u32) -> u32 {
-        self.mem.as_ref().map_or(0, |m| m.alloc_arg(tid, i))
+        self.checkers
+            .mem
+            .as_ref()
+            .map_or(0, |m| m.alloc_arg(tid, i))
     }
 
     /// The allocator returned `result`; returns what the guest gets.
     pub fn alloc_post(&mut self, tid: Tid, site: SiteId, result: u32) -> u32 {
         let at = self.origin(tid, site);
-        let Some(mem) = self.mem.as_mut() else {
+        let Some(mem) = self.checkers.mem.as_mut() else {
             return result;
         };
-        let (ret, block) = mem.alloc_post(result, at, guest(&self.span));
+        let (ret, block) = mem.alloc_post(result, at, guest(&self.memory.span));
         if let Some(b) = block {
-            if let Some(races) = &mut self.races {
+            if let Some(races) = &mut self.checkers.races {
                 races.fresh(b.real_start(), b.size.saturating_add(2 * b.redzone));
             }
             self.heap_event(tid, site, b.start, b.size);
-            MemCheck::poison(guest(&self.span), &b);
+            MemCheck::poison(guest(&self.memory.span), &b);
         }
         ret
     }
@@ -1989,20 +2044,7 @@ impl RunState {
     /// `memory.grow`: grows the logical size (and the shared memory, when it
     /// is not already large enough). Returns the old size or -1.
     pub fn grow(&mut self, delta: u32) -> i32 {
-        let old = self.mem_pages;
-        let Some(new) = old.checked_add(delta).filter(|&n| n <= self.mem_max) else {
-            return -1;
-        };
-        let physical = (self.span.byte_len() >> 16) as u32;
-        if new > physical {
-            if self.memory.grow((new - physical) as u64).is_err() {
-                return -1;
-            }
-            self.span.refresh(&self.memory);
-        }
-        self.mem_pages = new;
-        self.mem_high = self.mem_high.max(new);
-        old as i32
+        self.memory.grow(delta)
     }
 
     /// A value choice by `tid` (`heddle_choose`).
@@ -2010,7 +2052,7 @@ impl RunState {
         if n <= 1 {
             return Ok(0);
         }
-        self.sched.events_recorded = self.events.len();
+        self.sched.events_recorded = self.record.events.len();
         match self.sched.pick_value(tid, site, n) {
             Ok(v) => Ok(v),
             Err(d) => Err(self.end(Outcome::Diverged(d))),

@@ -36,7 +36,7 @@ impl Run<'_> {
     /// Where event `i` happened: `step 12 (race_bank.c:20)`.
     pub fn at(&self, i: usize) -> String {
         match &self.res.borrow_mut().locate(i).0 {
-            Some(l) => format!("step {} ({})", self.r.events[i].step, l.short()),
+            Some(l) => format!("step {} ({})", self.r.events[i].step, l.display()),
             None => format!("step {}", self.r.events[i].step),
         }
     }
