@@ -383,6 +383,9 @@ fn new_engine() -> Result<Engine> {
     // heddle's rewriter marks its cold paths (host calls the fast path
     // skips) with branch hints; they change code layout, never semantics.
     c.wasm_branch_hinting(true);
+    // C++ exceptions (clang's legacy encoding, translated by the
+    // instrumenter into the final one): `try_table`, `throw_ref`, exnref.
+    c.wasm_exceptions(true);
     c.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64));
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     c.async_stack_size(STACK_SIZE);
@@ -1678,6 +1681,7 @@ impl Executor<'_> {
                 Ok(start) => start.call_async(&mut w.store, ()).await,
                 Err(e) => Err(wasmtime::Error::msg(e.clone())),
             };
+            let r = r.map_err(|e| uncaught(&mut w.store, e));
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         })));
@@ -1705,6 +1709,7 @@ impl Executor<'_> {
                 (_, _, Ok(f)) => f.call_async(&mut w.store, (tid, arg)).await,
                 (_, _, Err(e)) => Err(wasmtime::Error::msg(e.clone())),
             };
+            let r = r.map_err(|e| uncaught(&mut w.store, e));
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         }));
@@ -1834,10 +1839,13 @@ impl Executor<'_> {
                     self.run.get().end(Outcome::Exit(exit.0));
                     return Some(Ended::Outcome);
                 }
-                let trap = e
-                    .downcast_ref::<wasmtime::Trap>()
-                    .map(trap_name)
-                    .unwrap_or_else(|| "error".to_string());
+                let trap = match e.downcast_ref::<Uncaught>() {
+                    Some(_) => "uncaught-exception".to_string(),
+                    None => e
+                        .downcast_ref::<wasmtime::Trap>()
+                        .map(trap_name)
+                        .unwrap_or_else(|| "error".to_string()),
+                };
                 let stack = e
                     .downcast_ref::<wasmtime::WasmBacktrace>()
                     .map(|bt| {
@@ -1852,6 +1860,9 @@ impl Executor<'_> {
                     .unwrap_or_default();
                 let message = match e.downcast_ref::<wasmtime::Trap>() {
                     Some(t) => t.to_string(),
+                    None if e.downcast_ref::<Uncaught>().is_some() => {
+                        e.downcast_ref::<Uncaught>().expect("uncaught").to_string()
+                    }
                     // The error and its causes, without the backtrace
                     // wasmtime wraps a host function's error in.
                     None => e
@@ -1905,6 +1916,70 @@ fn settle_skips(mut cx: impl AsContextMut<Data = ThreadCtx>) -> wasmtime::Result
 }
 
 /// A short stable name for a trap code.
+/// An exception that no handler caught left a thread's entry (`_start` or
+/// `wasi_thread_start`): with wasm exception handling there is no search
+/// phase, so libc++abi never sees that nothing will catch it and never
+/// calls `std::terminate`; the engine hands it to the host instead.
+#[derive(Debug)]
+struct Uncaught(String);
+
+impl std::fmt::Display for Uncaught {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Uncaught {}
+
+/// `e`, with what was thrown named when it is an uncaught exception.
+fn uncaught(store: &mut Store<ThreadCtx>, e: wasmtime::Error) -> wasmtime::Error {
+    if e.downcast_ref::<wasmtime::ThrownException>().is_none() {
+        return e;
+    }
+    let what = thrown_cxx_type(store)
+        .map(|t| format!("uncaught C++ exception of type {t}"))
+        .unwrap_or_else(|| "uncaught wasm exception".to_string());
+    e.context(Uncaught(what))
+}
+
+/// The C++ type of the pending exception of `store`, when it is one that
+/// libc++abi threw.
+///
+/// The `__cpp_exception` tag's one field is the address of the
+/// `_Unwind_Exception` at the end of libc++abi's `__cxa_exception` (or of
+/// a `__cxa_dependent_exception`, for `std::rethrow_exception`); on wasm32
+/// both hold the thrown type's `std::type_info*` 48 bytes before it, and
+/// the `type_info`'s mangled name is its second word.
+fn thrown_cxx_type(store: &mut Store<ThreadCtx>) -> Option<String> {
+    let exn = store.take_pending_exception()?;
+    let ptr = exn.field(&mut *store, 0).ok()?.i32()? as u32;
+    let run = store.data().run.clone();
+    let st = run.get();
+    let mem = st.guest();
+    let word = |addr: u32| -> Option<u32> {
+        let b = mem.read(addr, 4)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    };
+    // `exception_class`, the little-endian u64 "CLNGC++\0" (primary) or
+    // "CLNGC++\x01" (dependent).
+    let class = mem.read(ptr, 8)?;
+    if class[0] > 1 || class[1..8] != *b"++CGNLC" {
+        return None;
+    }
+    let type_info = word(ptr.checked_sub(48)?)?;
+    let name = mem.cstr(word(type_info.checked_add(4)?)?, 1024);
+    if name.is_empty() {
+        return None;
+    }
+    let demangled = crate::instrument::dwarf::demangle(&format!("_ZTS{name}"));
+    Some(
+        demangled
+            .strip_prefix("typeinfo name for ")
+            .unwrap_or(&name)
+            .to_string(),
+    )
+}
+
 fn trap_name(t: &wasmtime::Trap) -> String {
     use wasmtime::Trap as T;
     match t {
