@@ -8,9 +8,11 @@
 //! what turns sites into `file:line`), [`DEFAULT_OPT`] unless the user chose
 //! an optimisation level, the guest SDK on the include path and its
 //! compatibility library, shared imported memory and the memory limit at the
-//! final link. C++ additionally gets `-fno-exceptions -fno-strict-return`
-//! (falling off the end of a non-void function is `unreachable` once
-//! optimised, a trap that has nothing to do with concurrency). A linked
+//! final link. C++ additionally gets `-fwasm-exceptions` (`throw`/`catch`
+//! as wasm exception handling; a user's `-fno-exceptions`, later on the
+//! command line, turns them off) and `-fno-strict-return` (falling off the
+//! end of a non-void function is `unreachable` once optimised, a trap that
+//! has nothing to do with concurrency). A linked
 //! module that contains one of wasm-ld's trap stubs is rejected with the
 //! symbol named.
 //!
@@ -416,7 +418,7 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
         .arg(tc.sdk_include.join("heddle_compat.h"));
     cmd.args(EMULATION_DEFINES);
     if cxx {
-        cmd.args(["-fno-exceptions", "-fno-strict-return"]);
+        cmd.args(["-fwasm-exceptions", "-fno-strict-return"]);
     }
     if req.legacy {
         cmd.args(LEGACY_FLAGS);
