@@ -905,17 +905,47 @@ mod tests {
     use super::*;
 
     /// Every `;; => NAME(ARG) = RESULT` of `tests/data/eh/legacy.wat` holds
-    /// when the module runs translated into the final encoding.
+    /// when the module runs translated into the final encoding, by itself
+    /// and as the instrumenter translates it (every function user code, with
+    /// budget points and yield points, and no-op hooks).
     #[test]
     fn translated_legacy_exceptions_run_as_written() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/eh/legacy.wat");
         let text = std::fs::read_to_string(path).unwrap();
         let legacy = wat::parse_str(&text).unwrap();
-        let bytes = heddle_instrument::eh::translate(&legacy).unwrap();
         let engine = engine_with(false).unwrap();
+
+        let bytes = heddle_instrument::eh::translate(&legacy).unwrap();
         let module = Module::new(&engine, &bytes).unwrap();
         let mut store = wasmtime::Store::new(&engine, ());
         let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+        check_cases(&text, &mut store, &instance);
+
+        let with_memory = text.replacen(
+            "(module",
+            r#"(module (import "env" "memory" (memory 1 1 shared))"#,
+            1,
+        );
+        let legacy = wat::parse_str(&with_memory).unwrap();
+        let cfg = crate::instrument::Config {
+            include_funcs: vec!["*".into()],
+            ..Default::default()
+        };
+        let inst = crate::instrument::instrument(&legacy, &cfg).unwrap();
+        let module = Module::new(&engine, &inst.module).unwrap();
+        let mut linker: Linker<()> = Linker::new(&engine);
+        fn memory(caller: &mut Caller<'_, ()>) -> Option<Extern> {
+            caller.get_export("memory")
+        }
+        add_noop_hooks(&mut linker, mem_offsets(&inst.sites), memory).unwrap();
+        let mut store = wasmtime::Store::new(&engine, ());
+        let mem = wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(1, 1)).unwrap();
+        linker.define(&mut store, "env", "memory", mem).unwrap();
+        let instance = linker.instantiate(&mut store, &module).unwrap();
+        check_cases(&text, &mut store, &instance);
+    }
+
+    fn check_cases(text: &str, store: &mut wasmtime::Store<()>, instance: &wasmtime::Instance) {
         let mut checked = 0;
         for line in text.lines() {
             let Some(case) = line.trim().strip_prefix(";; => ") else {
@@ -923,13 +953,13 @@ mod tests {
             };
             let (call, want) = case.split_once(" = ").unwrap();
             let (name, arg) = call.trim_end_matches(')').split_once('(').unwrap();
-            let f = instance.get_func(&mut store, name).unwrap();
+            let f = instance.get_func(&mut *store, name).unwrap();
             let args: Vec<wasmtime::Val> = arg
                 .parse::<i32>()
                 .map(|a| vec![wasmtime::Val::I32(a)])
                 .unwrap_or_default();
             let mut results = [wasmtime::Val::I32(0)];
-            let got = f.call(&mut store, &args, &mut results);
+            let got = f.call(&mut *store, &args, &mut results);
             match want {
                 "trap" => assert!(got.is_err(), "{call} returned"),
                 _ => {
