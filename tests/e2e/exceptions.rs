@@ -8,6 +8,7 @@
 //! prints, its planted lost update (in a catch handler) is found by a
 //! campaign and replayed, an uncaught exception in a thread is a failing
 //! verdict naming the exception's type, and `-fno-exceptions` still works.
+//! `setjmp`/`longjmp` use the same mechanism.
 
 use crate::common::*;
 use std::process::Output;
@@ -153,4 +154,35 @@ fn no_exceptions_still_means_none() {
     let stdout = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
     assert!(stdout.starts_with("verdict: pass"), "{stdout}");
+}
+
+/// setjmp/longjmp (LLVM's lowering over wasm exception handling, with the
+/// guest SDK's runtime): parsers in two worker threads recover from errors
+/// thrown from deep in their recursion, through a nested setjmp, in every
+/// schedule.
+#[test]
+fn longjmp_recovers_from_errors_in_worker_threads() {
+    let src = "tests/programs/sjlj_recovery.c";
+    let out = heddle_out(&["run", src, "--show-output"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(stdout.starts_with("verdict: pass"), "{stdout}");
+    assert!(stdout.contains("ok 3, errors 3 (of 6)"), "{stdout}");
+    let dir = tempdir();
+    let camp = dir.path().join("campaign");
+    let out = heddle_out(&[
+        "fuzz",
+        src,
+        "--runs",
+        "500",
+        "--out",
+        camp.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
 }

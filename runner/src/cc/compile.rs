@@ -7,8 +7,9 @@
 //! target needs: the target triple and sysroot, `-pthread`, `-g` (DWARF is
 //! what turns sites into `file:line`), [`DEFAULT_OPT`] unless the user chose
 //! an optimisation level, the guest SDK on the include path and its
-//! compatibility library, shared imported memory and the memory limit at the
-//! final link. C++ additionally gets `-fwasm-exceptions` (`throw`/`catch`
+//! compatibility library, `setjmp`/`longjmp` over wasm exception handling
+//! ([`super::flags::SJLJ_FLAGS`]), shared imported memory and the memory
+//! limit at the final link. C++ additionally gets `-fwasm-exceptions` (`throw`/`catch`
 //! as wasm exception handling; a user's `-fno-exceptions`, later on the
 //! command line, turns them off) and `-fno-strict-return` (falling off the
 //! end of a non-void function is `unreachable` once optimised, a trap that
@@ -417,6 +418,13 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     cmd.arg("-include")
         .arg(tc.sdk_include.join("heddle_compat.h"));
     cmd.args(EMULATION_DEFINES);
+    // setjmp/longjmp; at a link of objects only, LLVM's option would be
+    // unused (a warning).
+    if mode != Mode::Link || req.inputs().iter().any(|i| i.lang != Lang::Linker) {
+        cmd.args(super::flags::SJLJ_FLAGS);
+    } else {
+        cmd.arg(super::flags::SJLJ_FLAGS[0]);
+    }
     if cxx {
         cmd.args(["-fwasm-exceptions", "-fno-strict-return"]);
     }
