@@ -874,6 +874,49 @@ mod tests {
         assert_eq!(tr.exn_locals(), 3);
     }
 
+    /// A handler is entered from anywhere in its try's body: a local the
+    /// body sets to a frame address may still hold its old value (zero)
+    /// there, so the handler's store through it is a site. The analysis
+    /// trusts a local everywhere or nowhere: both stores are sites.
+    #[test]
+    fn a_handler_does_not_trust_the_body_s_frame_addresses() {
+        let bytes = wat::parse_str(
+            r#"(module
+                 (import "env" "memory" (memory 1 1 shared))
+                 (global $__stack_pointer (mut i32) (i32.const 4096))
+                 (func $g)
+                 (func $f (export "f") (local $p i32)
+                   try
+                     call $g
+                     global.get $__stack_pointer
+                     i32.const 16
+                     i32.sub
+                     local.set $p
+                     local.get $p
+                     i32.const 1
+                     i32.store
+                   catch_all
+                     local.get $p
+                     i32.const 2
+                     i32.store
+                   end))"#,
+        )
+        .unwrap();
+        let cfg = crate::Config {
+            granularity: crate::Granularity::All,
+            include_funcs: vec!["f".into()],
+            ..Default::default()
+        };
+        let out = crate::instrument(&bytes, &cfg).unwrap();
+        let stores: Vec<_> = out
+            .sites
+            .sites
+            .iter()
+            .filter(|s| s.kind.is_access())
+            .collect();
+        assert_eq!(stores.len(), 2, "{stores:#?}");
+    }
+
     #[test]
     fn a_tag_of_two_parameters_is_refused() {
         let bytes = wat::parse_str(
