@@ -76,8 +76,14 @@ fn lost_update_in_a_catch_handler_is_found_and_replayed() {
         "the failure must be main's check:\n{stdout}"
     );
     // The race is between the handlers' read and write of `rejected`.
+    let write = std::fs::read_to_string(repo().join(PROGRAM))
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("acct.rejected = seen"))
+        .unwrap()
+        + 1;
     assert!(
-        stdout.contains("data race") && stdout.contains("cxx_exceptions.cpp:86"),
+        stdout.contains("data race") && stdout.contains(&format!("cxx_exceptions.cpp:{write}")),
         "{stdout}"
     );
     let replay = stdout
@@ -121,6 +127,28 @@ fn an_uncaught_exception_in_a_thread_fails_naming_its_type() {
     assert!(
         verdict.starts_with("verdict: trap (uncaught-exception) in thread 3")
             && verdict.ends_with("uncaught C++ exception of type Overdraft"),
+        "{stdout}"
+    );
+}
+
+/// Rethrown from an exception_ptr in main, a standard exception's message
+/// is in the verdict too.
+#[test]
+fn an_uncaught_rethrow_in_main_names_the_type_and_message() {
+    let out = heddle_out(&[
+        "run",
+        PROGRAM,
+        "--cflag",
+        "-DFIXED",
+        "--cflag",
+        "-DUNCAUGHT_IN_MAIN",
+    ]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", stderr_of(&out));
+    let verdict = stdout.lines().next().unwrap_or_default();
+    assert!(
+        verdict.starts_with("verdict: trap (uncaught-exception) in thread 0 at main")
+            && verdict.ends_with("uncaught C++ exception of type std::runtime_error: empty amount"),
         "{stdout}"
     );
 }

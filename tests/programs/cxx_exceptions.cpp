@@ -17,9 +17,11 @@
 //      ("lost update on rejected") fails.
 //
 // -DFIXED: the handler counts under the account's mutex.
-// -DUNCAUGHT: a third worker throws an Overdraft nobody catches: libc++abi
-//      terminates the program ("terminating due to uncaught exception of
-//      type Overdraft").
+// -DUNCAUGHT: a third worker throws an Overdraft nobody catches: the run
+//      fails naming the type (`uncaught C++ exception of type Overdraft`).
+// -DUNCAUGHT_IN_MAIN: main rethrows worker 0's exception_ptr outside any
+//      try: `uncaught C++ exception of type std::runtime_error: empty
+//      amount`.
 //
 // Output (from main after the joins): `rejected 4 of 4, balance 10`.
 #include <cstdio>
@@ -126,6 +128,9 @@ int main() {
     for (auto &t : threads)
         t.join();
 
+#ifdef UNCAUGHT_IN_MAIN
+    std::rethrow_exception(errors[0]); // nobody catches it
+#endif
     int kinds = 0;
     for (auto &e : errors) {
         try {

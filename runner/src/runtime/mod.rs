@@ -1943,7 +1943,8 @@ fn uncaught(store: &mut Store<ThreadCtx>, e: wasmtime::Error) -> wasmtime::Error
 }
 
 /// The C++ type of the pending exception of `store`, when it is one that
-/// libc++abi threw.
+/// libc++abi threw (with its message, for the standard exceptions that
+/// carry one).
 ///
 /// The `__cpp_exception` tag's one field is the address of the
 /// `_Unwind_Exception` at the end of libc++abi's `__cxa_exception` (or of
@@ -1972,13 +1973,45 @@ fn thrown_cxx_type(store: &mut Store<ThreadCtx>) -> Option<String> {
         return None;
     }
     let demangled = crate::instrument::dwarf::demangle(&format!("_ZTS{name}"));
-    Some(
-        demangled
-            .strip_prefix("typeinfo name for ")
-            .unwrap_or(&name)
-            .to_string(),
-    )
+    let mut what = demangled
+        .strip_prefix("typeinfo name for ")
+        .unwrap_or(&name)
+        .to_string();
+    // The standard exceptions that carry a message keep it behind their
+    // vtable pointer (libc++'s `__libcpp_refstring`, a `const char*`). The
+    // thrown object follows the 32-byte `_Unwind_Exception`; a dependent
+    // exception's `primaryException`, just before it, points to it.
+    if STD_MESSAGE_EXCEPTIONS.contains(&name.as_str()) {
+        let object = if class[0] == 1 {
+            word(ptr.checked_sub(4)?)
+        } else {
+            ptr.checked_add(32)
+        };
+        let message = object
+            .and_then(|o| word(o.checked_add(4)?))
+            .map(|at| mem.cstr(at, 1024))
+            .unwrap_or_default();
+        if !message.is_empty() {
+            what.push_str(": ");
+            what.push_str(&message);
+        }
+    }
+    Some(what)
 }
+
+/// Mangled names of the standard exception types whose message
+/// [`thrown_cxx_type`] reads.
+const STD_MESSAGE_EXCEPTIONS: &[&str] = &[
+    "St11logic_error",
+    "St12domain_error",
+    "St16invalid_argument",
+    "St12length_error",
+    "St12out_of_range",
+    "St13runtime_error",
+    "St11range_error",
+    "St14overflow_error",
+    "St15underflow_error",
+];
 
 fn trap_name(t: &wasmtime::Trap) -> String {
     use wasmtime::Trap as T;
