@@ -8,14 +8,14 @@
 //! what turns sites into `file:line`), [`DEFAULT_OPT`] unless the user chose
 //! an optimisation level, the guest SDK on the include path and its
 //! compatibility library, `setjmp`/`longjmp` over wasm exception handling
-//! ([`super::flags::SJLJ_FLAGS`]), shared imported memory and the memory
-//! limit at the final link. C++ additionally gets `-fwasm-exceptions` (`throw`/`catch`
-//! as wasm exception handling; a user's `-fno-exceptions`, later on the
-//! command line, turns them off) and `-fno-strict-return` (falling off the
-//! end of a non-void function is `unreachable` once optimised, a trap that
-//! has nothing to do with concurrency). A linked
-//! module that contains one of wasm-ld's trap stubs is rejected with the
-//! symbol named.
+//! (`-mexception-handling -mllvm -wasm-enable-sjlj`), shared imported
+//! memory and the memory limit at the final link. C++ additionally gets
+//! `-fwasm-exceptions` (`throw`/`catch` as wasm exception handling; a
+//! user's `-fno-exceptions`, later on the command line, turns them off) and
+//! `-fno-strict-return` (falling off the end of a non-void function is
+//! `unreachable` once optimised, a trap that has nothing to do with
+//! concurrency). A linked module that contains one of wasm-ld's trap stubs
+//! is rejected with the symbol named.
 //!
 //! Modules are reproducible: the same sources, flags and toolchain give the
 //! same bytes whatever the checkout path, the cache path, the working
