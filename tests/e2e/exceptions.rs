@@ -214,3 +214,23 @@ fn longjmp_recovers_from_errors_in_worker_threads() {
         stderr_of(&out)
     );
 }
+
+/// A longjmp whose setjmp is gone fails the run, saying so.
+#[test]
+fn a_stale_longjmp_is_a_failing_verdict() {
+    let out = heddle_out(&[
+        "run",
+        "tests/programs/sjlj_recovery.c",
+        "--cflag",
+        "-DSTALE_LONGJMP",
+    ]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", stderr_of(&out));
+    let verdict = stdout.lines().next().unwrap_or_default();
+    assert!(
+        verdict.starts_with("verdict: trap (uncaught-exception) in thread 0")
+            && verdict.contains("longjmp to the jmp_buf at 0x")
+            && verdict.ends_with("whose setjmp is no longer active (its function returned, or it is another thread's)"),
+        "{stdout}"
+    );
+}

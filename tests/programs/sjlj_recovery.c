@@ -8,6 +8,10 @@
 // error of the outer one. Workers record results and errors under a mutex;
 // main checks the totals after the joins.
 //
+// -DSTALE_LONGJMP: main longjmps to a jmp_buf whose setjmp's function has
+//      returned: the run fails (`longjmp to the jmp_buf at …, whose setjmp
+//      is no longer active`).
+//
 // Output: `ok 3, errors 3 (of 6)`.
 #include <pthread.h>
 #include <setjmp.h>
@@ -113,7 +117,17 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+#ifdef STALE_LONGJMP
+static jmp_buf stale;
+
+static __attribute__((noinline)) int arm(void) { return setjmp(stale); }
+#endif
+
 int main(void) {
+#ifdef STALE_LONGJMP
+    if (arm() == 0)
+        longjmp(stale, 1);
+#endif
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, worker, (void *)inputs[i]);

@@ -1936,27 +1936,43 @@ fn uncaught(store: &mut Store<ThreadCtx>, e: wasmtime::Error) -> wasmtime::Error
     if e.downcast_ref::<wasmtime::ThrownException>().is_none() {
         return e;
     }
-    let what = thrown_cxx_type(store)
-        .map(|t| format!("uncaught C++ exception of type {t}"))
-        .unwrap_or_else(|| "uncaught wasm exception".to_string());
+    let what = describe_thrown(store).unwrap_or_else(|| "uncaught wasm exception".to_string());
     e.context(Uncaught(what))
 }
 
-/// The C++ type of the pending exception of `store`, when it is one that
-/// libc++abi threw (with its message, for the standard exceptions that
-/// carry one).
+/// What the pending exception of `store` is: a C++ exception libc++abi
+/// threw ([`thrown_cxx_type`]), or a `longjmp` of the guest SDK's runtime
+/// (its field is the `{env, val}` it keeps 8 bytes into `env`, the
+/// jmp_buf) that no active `setjmp` caught.
+fn describe_thrown(store: &mut Store<ThreadCtx>) -> Option<String> {
+    let exn = store.take_pending_exception()?;
+    let ptr = exn.field(&mut *store, 0).ok()?.i32()? as u32;
+    let run = store.data().run.clone();
+    let st = run.get();
+    let mem = st.guest();
+    if let Some(t) = thrown_cxx_type(&mem, ptr) {
+        return Some(format!("uncaught C++ exception of type {t}"));
+    }
+    let env = mem.read(ptr, 4)?;
+    if ptr >= 8 && u32::from_le_bytes(env.try_into().ok()?) == ptr - 8 {
+        return Some(format!(
+            "longjmp to the jmp_buf at {:#x}, whose setjmp is no longer active (its function returned, or it is another thread's)",
+            ptr - 8
+        ));
+    }
+    None
+}
+
+/// The C++ type of the exception whose `__cpp_exception` field is `ptr`,
+/// when libc++abi threw it (with its message, for the standard exceptions
+/// that carry one).
 ///
 /// The `__cpp_exception` tag's one field is the address of the
 /// `_Unwind_Exception` at the end of libc++abi's `__cxa_exception` (or of
 /// a `__cxa_dependent_exception`, for `std::rethrow_exception`); on wasm32
 /// both hold the thrown type's `std::type_info*` 48 bytes before it, and
 /// the `type_info`'s mangled name is its second word.
-fn thrown_cxx_type(store: &mut Store<ThreadCtx>) -> Option<String> {
-    let exn = store.take_pending_exception()?;
-    let ptr = exn.field(&mut *store, 0).ok()?.i32()? as u32;
-    let run = store.data().run.clone();
-    let st = run.get();
-    let mem = st.guest();
+fn thrown_cxx_type(mem: &memory::GuestMemory<'_>, ptr: u32) -> Option<String> {
     let word = |addr: u32| -> Option<u32> {
         let b = mem.read(addr, 4)?;
         Some(u32::from_le_bytes(b.try_into().ok()?))
