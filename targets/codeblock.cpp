@@ -17,8 +17,8 @@
  *
  * Under heddle: verdict `trap` — in the schedules where the executor tests
  *      `exists` after the erase but before the flag is cleared, cache.at()
- *      misses; with -fno-exceptions libc++ reports the out_of_range and calls
- *      abort(), which is a wasm trap. Other schedules pass.
+ *      misses and throws std::out_of_range, which nothing catches (built
+ *      with -fno-exceptions, libc++ calls abort()). Other schedules pass.
  *
  * -DFIXED: `exists` becomes part of the state cache_lock protects: the
  *      invalidator clears it in the same critical section that erases the
@@ -80,7 +80,7 @@ static void *executor(void *) {
 #else
     if (exists) {
         pthread_mutex_lock(&cache_lock);
-        Block *b = cache.at(kHotKey); /* "exists said so": aborts if it is gone */
+        Block *b = cache.at(kHotKey); /* "exists said so": throws if it is gone */
         b->hits++;
         executed = b->entry(21);
         pthread_mutex_unlock(&cache_lock);

@@ -11,6 +11,7 @@ mod core;
 mod deploy;
 mod diagnose;
 mod docs;
+mod exceptions;
 mod explore;
 mod instrument;
 mod library;

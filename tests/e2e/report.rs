@@ -176,7 +176,8 @@ fn report_codeblock_show_is_golden() {
         "W exists = 0",
         "R exists = 1",
         "in std::map::at",
-        "trap (abort)",
+        "trap (uncaught-exception)",
+        "uncaught C++ exception of type std::out_of_range",
     ] {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");
     }

@@ -720,6 +720,9 @@ struct Emitter<'a> {
     /// The local that mirrors the budget global in this function, if any:
     /// see [`Emitter::budget_point`].
     budget_local: Option<u32>,
+    /// Rewrites legacy exception handling as the operators pass
+    /// ([`super::eh`]), in a function that has it.
+    eh: Option<super::eh::FuncTranslator>,
 }
 
 impl Emitter<'_> {
@@ -854,6 +857,14 @@ impl Emitter<'_> {
     }
 
     fn original(&mut self, op: Operator) -> Result<()> {
+        if let Some(tr) = self.eh.as_mut() {
+            let func = &mut self.func;
+            if tr.op(&op, &mut |i| {
+                func.instruction(&i);
+            })? {
+                return Ok(());
+            }
+        }
         let i = reenc(self.remap.instruction(op))?;
         self.ins(i);
         Ok(())
@@ -1020,7 +1031,10 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
     let mut features = WasmFeatures::default();
     features.insert(WasmFeatures::THREADS);
     features.insert(WasmFeatures::BULK_MEMORY);
+    // clang's `-fwasm-exceptions` output, rewritten below.
+    features.insert(WasmFeatures::LEGACY_EXCEPTIONS);
     let mut validator = Validator::new_with_features(features);
+    let tags = super::eh::tag_params(bytes).context("malformed WebAssembly module")?;
     let mut allocs = FuncValidatorAllocations::default();
 
     let mut module = Module::new();
@@ -1347,6 +1361,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     asked_at: None,
                     redirect: copies.calls.get(&index),
                     decide: copies.decide.get(&index),
+                    tags: &tags,
                 };
                 let Body {
                     func,
@@ -1472,6 +1487,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                             asked_at: Some(&c.asked_at),
                             redirect: Some(&c.redirect),
                             decide: Some(&c.decide),
+                            tags: &tags,
                         };
                         let b = rewrite_body(
                             body,
@@ -1712,6 +1728,8 @@ struct FuncCtx<'a> {
     /// Calls to synchronisation functions that loop, before which a
     /// decision is made ([`SiteKind::SyncCall`]): original offsets.
     decide: Option<&'a BTreeSet<usize>>,
+    /// Every tag's parameter types ([`super::eh::tag_params`]).
+    tags: &'a [Vec<ValType>],
     /// See [`Config::budget_in_global`].
     budget_in_global: bool,
 }
@@ -1811,6 +1829,7 @@ fn rewrite_body<'a>(
 
     // Scratch locals.
     let base = fv.len_locals();
+    let declared = locals.len();
     let scratch = Scratch {
         a: base,
         b: base + 1,
@@ -1832,6 +1851,12 @@ fn rewrite_body<'a>(
     if uses_v128 {
         locals.push((1, ValType::V128));
     }
+    let exn_base = base + locals[declared..].iter().map(|l| l.0).sum::<u32>();
+    let eh = super::eh::FuncTranslator::new(ops.iter().map(|o| &o.0), ctx.tags, exn_base)
+        .with_context(|| format!("function {}: legacy exception handling", ctx.index))?;
+    if let Some(n) = eh.as_ref().map(|t| t.exn_locals()).filter(|&n| n > 0) {
+        locals.push((n, ValType::Ref(wasm_encoder::RefType::EXNREF)));
+    }
 
     let mut em = Emitter {
         func: Function::new(locals),
@@ -1842,7 +1867,14 @@ fn rewrite_body<'a>(
         runs: Vec::new(),
         cold_ifs: Vec::new(),
         budget_local: None,
+        eh,
     };
+    if let Some(tr) = em.eh.as_mut() {
+        let func = &mut em.func;
+        tr.start(&mut |i| {
+            func.instruction(&i);
+        });
+    }
 
     // Whose code an instruction is (see `FuncCtx::attribute`).
     // An instruction's owner is asked for twice (whether it is a yield

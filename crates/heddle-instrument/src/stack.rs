@@ -159,9 +159,15 @@ impl FrameAnalysis {
                     self.stack.push(v);
                 }
             }
-            // Leaving a block (or reaching its `else`): assignments made in
-            // it no longer dominate. `depth` is the depth of that block.
-            Operator::End | Operator::Else => {
+            // Leaving a block (or reaching its `else`, or a legacy try's
+            // handler, which an exception enters from anywhere in its body):
+            // assignments made in it no longer dominate. `depth` is the
+            // depth of that block.
+            Operator::End
+            | Operator::Else
+            | Operator::Catch { .. }
+            | Operator::CatchAll
+            | Operator::Delegate { .. } => {
                 for d in &mut self.defined {
                     if d.is_some_and(|d| d >= depth) {
                         *d = None;

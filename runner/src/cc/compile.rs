@@ -7,12 +7,15 @@
 //! target needs: the target triple and sysroot, `-pthread`, `-g` (DWARF is
 //! what turns sites into `file:line`), [`DEFAULT_OPT`] unless the user chose
 //! an optimisation level, the guest SDK on the include path and its
-//! compatibility library, shared imported memory and the memory limit at the
-//! final link. C++ additionally gets `-fno-exceptions -fno-strict-return`
-//! (falling off the end of a non-void function is `unreachable` once
-//! optimised, a trap that has nothing to do with concurrency). A linked
-//! module that contains one of wasm-ld's trap stubs is rejected with the
-//! symbol named.
+//! compatibility library, `setjmp`/`longjmp` over wasm exception handling
+//! (`-mexception-handling -mllvm -wasm-enable-sjlj`), shared imported
+//! memory and the memory limit at the final link. C++ additionally gets
+//! `-fwasm-exceptions` (`throw`/`catch` as wasm exception handling; a
+//! user's `-fno-exceptions`, later on the command line, turns them off) and
+//! `-fno-strict-return` (falling off the end of a non-void function is
+//! `unreachable` once optimised, a trap that has nothing to do with
+//! concurrency). A linked module that contains one of wasm-ld's trap stubs
+//! is rejected with the symbol named.
 //!
 //! Modules are reproducible: the same sources, flags and toolchain give the
 //! same bytes whatever the checkout path, the cache path, the working
@@ -425,8 +428,15 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     cmd.arg("-include")
         .arg(tc.sdk_include.join("heddle_compat.h"));
     cmd.args(EMULATION_DEFINES);
+    // setjmp/longjmp; at a link of objects only, LLVM's option would be
+    // unused (a warning).
+    if mode != Mode::Link || req.inputs().iter().any(|i| i.lang != Lang::Linker) {
+        cmd.args(super::flags::SJLJ_FLAGS);
+    } else {
+        cmd.arg(super::flags::SJLJ_FLAGS[0]);
+    }
     if cxx {
-        cmd.args(["-fno-exceptions", "-fno-strict-return"]);
+        cmd.args(["-fwasm-exceptions", "-fno-strict-return"]);
     }
     if req.legacy {
         cmd.args(LEGACY_FLAGS);

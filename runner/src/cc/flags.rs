@@ -13,6 +13,12 @@ pub const EMULATION_DEFINES: &[&str] = &[
     "-D_WASI_EMULATED_GETPID",
 ];
 
+/// `setjmp`/`longjmp` over wasm exception handling: the target feature
+/// (wasi-libc's `setjmp.h` requires it) and LLVM's lowering of the calls,
+/// whose runtime is the guest SDK's `setjmp.c`. Functions that call no
+/// `setjmp` are compiled as without them.
+pub const SJLJ_FLAGS: &[&str] = &["-mexception-handling", "-mllvm", "-wasm-enable-sjlj"];
+
 /// `--target`, `--sysroot`, `-resource-dir` and `-pthread` for `tc`.
 pub fn target_flags(tc: &Toolchain) -> Vec<String> {
     let mut v = vec![

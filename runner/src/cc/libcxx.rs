@@ -13,12 +13,18 @@
 //!    machine already uses; the system's sources are never touched);
 //!    elsewhere the same orig tarball from Debian's pool, checked against
 //!    its SHA-256 ([`super::distro::LLVM_ORIG`]);
-//! 2. only `cmake/ runtimes/ libcxx/ libcxxabi/ llvm/cmake/` are extracted
-//!    from the orig tarball (without the test suites);
-//! 3. CMake (`runtimes`, `LLVM_ENABLE_RUNTIMES=libcxx;libcxxabi`) + ninja
-//!    with clang-19 for `wasm32-wasip1-threads` against a private sysroot of
-//!    the threads wasi-libc: static only, threads on (pthread API),
-//!    exceptions off (heddle compiles C++ with `-fno-exceptions`), no unwinder;
+//! 2. only `cmake/ runtimes/ libcxx/ libcxxabi/ libunwind/ llvm/cmake/` are
+//!    extracted from the orig tarball (without the test suites);
+//! 3. CMake (`runtimes`, `LLVM_ENABLE_RUNTIMES=libunwind;libcxx;libcxxabi`)
+//!    and ninja with clang-19 for `wasm32-wasip1-threads` against a private
+//!    sysroot of the threads wasi-libc: static only, threads on (pthread
+//!    API), exceptions on with `-fwasm-exceptions` (wasm exception handling,
+//!    which heddle's instrumenter translates from clang's legacy encoding to
+//!    the final one), libunwind's wasm part (`Unwind-wasm.c`: the personality
+//!    call and `_Unwind_RaiseException` over the engine's `throw`) linked
+//!    into `libc++abi.a` (and so into `libc++.a`, which carries libc++abi),
+//!    and libc++abi's terminate handler printing the uncaught exception's
+//!    type;
 //! 4. headers and `libc++.a`, `libc++abi.a` are installed into
 //!    `<cache>/toolchain/libcxx-19-<key>` (`include/c++/v1`, `lib/`), where
 //!    `<key>` hashes [`FORMAT`], where the sources come from and the
@@ -26,7 +32,7 @@
 //!    sources and the build tree are deleted.
 //!
 //! The sysroot ([`super::bootstrap`]) links these in. The whole step takes
-//! one to two minutes on two cores.
+//! half a minute to two minutes on two cores.
 
 use super::distro::LlvmSources;
 use crate::paths;
@@ -37,7 +43,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Bumped whenever the build below changes in a way the flags do not show.
-pub const FORMAT: &str = "heddle-libcxx-2";
+pub const FORMAT: &str = "heddle-libcxx-3";
 /// The Debian source package the sources come from.
 pub const SOURCE_PACKAGE: &str = "llvm-toolchain-19";
 const TRIPLE: &str = "wasm32-wasip1-threads";
@@ -64,6 +70,7 @@ const TARGET_FLAGS: &[&str] = &[
     "-pthread",
     "-matomics",
     "-mbulk-memory",
+    "-fwasm-exceptions",
 ];
 
 /// The CMake cache definitions that decide what is built (paths aside).
@@ -78,7 +85,7 @@ const CONFIG: &[(&str, &str)] = &[
     ("CMAKE_CXX_COMPILER_WORKS", "ON"),
     ("CMAKE_POSITION_INDEPENDENT_CODE", "OFF"),
     ("CMAKE_INSTALL_INCLUDEDIR", "include"),
-    ("LLVM_ENABLE_RUNTIMES", "libcxx;libcxxabi"),
+    ("LLVM_ENABLE_RUNTIMES", "libunwind;libcxx;libcxxabi"),
     ("LLVM_COMPILER_CHECKED", "ON"),
     ("LLVM_INCLUDE_TESTS", "OFF"),
     ("LLVM_INCLUDE_DOCS", "OFF"),
@@ -89,7 +96,7 @@ const CONFIG: &[(&str, &str)] = &[
     ("LIBCXX_HAS_PTHREAD_API", "ON"),
     ("LIBCXX_HAS_EXTERNAL_THREAD_API", "OFF"),
     ("LIBCXX_HAS_WIN32_THREAD_API", "OFF"),
-    ("LIBCXX_ENABLE_EXCEPTIONS", "OFF"),
+    ("LIBCXX_ENABLE_EXCEPTIONS", "ON"),
     ("LIBCXX_ENABLE_FILESYSTEM", "ON"),
     ("LIBCXX_ENABLE_ABI_LINKER_SCRIPT", "OFF"),
     ("LIBCXX_CXX_ABI", "libcxxabi"),
@@ -103,16 +110,39 @@ const CONFIG: &[(&str, &str)] = &[
     ("LIBCXXABI_HAS_PTHREAD_API", "ON"),
     ("LIBCXXABI_HAS_EXTERNAL_THREAD_API", "OFF"),
     ("LIBCXXABI_HAS_WIN32_THREAD_API", "OFF"),
-    ("LIBCXXABI_ENABLE_EXCEPTIONS", "OFF"),
-    ("LIBCXXABI_SILENT_TERMINATE", "ON"),
-    ("LIBCXXABI_USE_LLVM_UNWINDER", "OFF"),
+    ("LIBCXXABI_ENABLE_EXCEPTIONS", "ON"),
+    ("LIBCXXABI_SILENT_TERMINATE", "OFF"),
+    ("LIBCXXABI_USE_LLVM_UNWINDER", "ON"),
+    ("LIBCXXABI_ENABLE_STATIC_UNWINDER", "ON"),
+    ("LIBCXXABI_STATICALLY_LINK_UNWINDER_IN_STATIC_LIBRARY", "ON"),
     ("LIBCXXABI_INCLUDE_TESTS", "OFF"),
+    ("LIBUNWIND_ENABLE_SHARED", "OFF"),
+    ("LIBUNWIND_ENABLE_STATIC", "ON"),
+    ("LIBUNWIND_ENABLE_THREADS", "ON"),
+    ("LIBUNWIND_HIDE_SYMBOLS", "ON"),
+    ("LIBUNWIND_INCLUDE_TESTS", "OFF"),
+    ("LIBUNWIND_INCLUDE_DOCS", "OFF"),
 ];
 
+/// The archive members of libunwind's assembly, empty of wasm code.
+const UNWIND_ASM_OBJECTS: &[&str] = &["UnwindRegistersRestore.S.o", "UnwindRegistersSave.S.o"];
+
 /// Top-level directories of the LLVM source tree the runtimes build reads.
-const SOURCE_DIRS: &[&str] = &["cmake", "runtimes", "libcxx", "libcxxabi", "llvm/cmake"];
+const SOURCE_DIRS: &[&str] = &[
+    "cmake",
+    "runtimes",
+    "libcxx",
+    "libcxxabi",
+    "libunwind",
+    "llvm/cmake",
+];
 /// Parts of those not needed for the libraries (most of the tarball's files).
-const SOURCE_EXCLUDES: &[&str] = &["libcxx/test", "libcxxabi/test", "libcxx/benchmarks"];
+const SOURCE_EXCLUDES: &[&str] = &[
+    "libcxx/test",
+    "libcxxabi/test",
+    "libunwind/test",
+    "libcxx/benchmarks",
+];
 
 /// What the key says of the sources (as it always has for bookworm's
 /// `deb-src`, so that an existing build keeps its directory).
@@ -428,7 +458,7 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
         Command::new("ninja")
             .current_dir(&build)
             .arg(format!("-j{jobs}"))
-            .args(["install-cxx", "install-cxxabi"]),
+            .args(["install-cxx", "install-cxxabi", "install-unwind"]),
         &log,
     )?;
     if installed_files_missing(&prefix) {
@@ -441,6 +471,19 @@ pub fn build(toolchain_dir: &Path, inputs: &Inputs) -> Result<PathBuf> {
         bail!(
             "building libc++ failed: the installed __config_site does not enable the pthread API"
         );
+    }
+    // libunwind's register save/restore assembly has nothing for wasm (its
+    // unwinding is the engine's): the objects are not wasm, and wasm-ld
+    // would warn about them at every link.
+    for archive in ["libc++.a", "libc++abi.a"] {
+        run_step(
+            &format!("removing libunwind's assembly objects from {archive}"),
+            Command::new(tool("llvm-ar"))
+                .arg("d")
+                .arg(lib(&prefix, archive))
+                .args(UNWIND_ASM_OBJECTS),
+            &log,
+        )?;
     }
     // Nothing else in the install is used.
     for extra in [
@@ -487,9 +530,9 @@ mod tests {
         let a = dir_name(&bookworm);
         assert!(a.starts_with("libcxx-19-") && a.len() == "libcxx-19-".len() + 12);
         assert_eq!(a, dir_name(&bookworm));
-        // Debian 12's build keeps the directory it had before there were
-        // other sources.
-        assert_eq!(a, "libcxx-19-c47b7a4f73d3");
+        // Pinned: a change of the key rebuilds every install (the last one
+        // turned exceptions and libunwind on).
+        assert_eq!(a, "libcxx-19-17ac800ad630");
         let pinned = dir_name(&LlvmSources::Pinned(super::super::distro::LLVM_ORIG));
         assert!(pinned.starts_with("libcxx-19-") && pinned != a);
     }

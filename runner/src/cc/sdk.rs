@@ -2,7 +2,8 @@
 //! and the compatibility library `libheddle_compat.a` (calls the threads
 //! wasi-libc lacks: `pthread_exit`, `memalign`, the `err/warn` family,
 //! `getrusage`/`times`/`clock`, `getpid`, `signal`, `raise`, `alarm`,
-//! signal sets and masks, and sockets, name resolution, `sigaction` with a
+//! signal sets and masks, the runtime of `setjmp`/`longjmp` over wasm
+//! exception handling, and sockets, name resolution, `sigaction` with a
 //! handler and `dlopen`, which fail with `ENOSYS` and name themselves on
 //! stderr), plus headers that declare them (`signal.h`, `sys/socket.h`,
 //! `netdb.h` wrap or stand in for wasi-libc's).
@@ -69,6 +70,10 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[
     ),
     ("net.c", include_str!("../../../guest-sdk/compat/net.c")),
     ("dl.c", include_str!("../../../guest-sdk/compat/dl.c")),
+    (
+        "setjmp.c",
+        include_str!("../../../guest-sdk/compat/setjmp.c"),
+    ),
 ];
 
 /// Libraries GNU builds link (`-ldl -lrt -lutil`) whose functions are in
@@ -136,6 +141,7 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
         cmd.args(super::flags::target_flags(tc))
             .args(super::flags::path_map_flags(tc, &tmp))
             .args(super::flags::EMULATION_DEFINES)
+            .args(super::flags::SJLJ_FLAGS)
             .arg(format!("-I{}", tmp.join("include").display()))
             // No -g: the compatibility library is library code, which runs
             // atomically between its own atomics.

@@ -383,6 +383,9 @@ fn new_engine() -> Result<Engine> {
     // heddle's rewriter marks its cold paths (host calls the fast path
     // skips) with branch hints; they change code layout, never semantics.
     c.wasm_branch_hinting(true);
+    // C++ exceptions (clang's legacy encoding, translated by the
+    // instrumenter into the final one): `try_table`, `throw_ref`, exnref.
+    c.wasm_exceptions(true);
     c.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64));
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     c.async_stack_size(STACK_SIZE);
@@ -1688,6 +1691,7 @@ impl Executor<'_> {
                 Ok(start) => start.call_async(&mut w.store, ()).await,
                 Err(e) => Err(wasmtime::Error::msg(e.clone())),
             };
+            let r = r.map_err(|e| uncaught(&mut w.store, e));
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         })));
@@ -1715,6 +1719,7 @@ impl Executor<'_> {
                 (_, _, Ok(f)) => f.call_async(&mut w.store, (tid, arg)).await,
                 (_, _, Err(e)) => Err(wasmtime::Error::msg(e.clone())),
             };
+            let r = r.map_err(|e| uncaught(&mut w.store, e));
             let r = r.and(settle_skips(&mut w.store));
             (w, r)
         }));
@@ -1844,10 +1849,13 @@ impl Executor<'_> {
                     self.run.get().end(Outcome::Exit(exit.0));
                     return Some(Ended::Outcome);
                 }
-                let trap = e
-                    .downcast_ref::<wasmtime::Trap>()
-                    .map(trap_name)
-                    .unwrap_or_else(|| "error".to_string());
+                let trap = match e.downcast_ref::<Uncaught>() {
+                    Some(_) => "uncaught-exception".to_string(),
+                    None => e
+                        .downcast_ref::<wasmtime::Trap>()
+                        .map(trap_name)
+                        .unwrap_or_else(|| "error".to_string()),
+                };
                 let stack = e
                     .downcast_ref::<wasmtime::WasmBacktrace>()
                     .map(|bt| {
@@ -1862,6 +1870,9 @@ impl Executor<'_> {
                     .unwrap_or_default();
                 let message = match e.downcast_ref::<wasmtime::Trap>() {
                     Some(t) => t.to_string(),
+                    None if e.downcast_ref::<Uncaught>().is_some() => {
+                        e.downcast_ref::<Uncaught>().expect("uncaught").to_string()
+                    }
                     // The error and its causes, without the backtrace
                     // wasmtime wraps a host function's error in.
                     None => e
@@ -1915,6 +1926,119 @@ fn settle_skips(mut cx: impl AsContextMut<Data = ThreadCtx>) -> wasmtime::Result
 }
 
 /// A short stable name for a trap code.
+/// An exception that no handler caught left a thread's entry (`_start` or
+/// `wasi_thread_start`): with wasm exception handling there is no search
+/// phase, so libc++abi never sees that nothing will catch it and never
+/// calls `std::terminate`; the engine hands it to the host instead.
+#[derive(Debug)]
+struct Uncaught(String);
+
+impl std::fmt::Display for Uncaught {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Uncaught {}
+
+/// `e`, with what was thrown named when it is an uncaught exception.
+fn uncaught(store: &mut Store<ThreadCtx>, e: wasmtime::Error) -> wasmtime::Error {
+    if e.downcast_ref::<wasmtime::ThrownException>().is_none() {
+        return e;
+    }
+    let what = describe_thrown(store).unwrap_or_else(|| "uncaught wasm exception".to_string());
+    e.context(Uncaught(what))
+}
+
+/// What the pending exception of `store` is: a C++ exception libc++abi
+/// threw ([`thrown_cxx_type`]), or a `longjmp` of the guest SDK's runtime
+/// (its field is the `{env, val}` it keeps 8 bytes into `env`, the
+/// jmp_buf) that no active `setjmp` caught.
+fn describe_thrown(store: &mut Store<ThreadCtx>) -> Option<String> {
+    let exn = store.take_pending_exception()?;
+    let ptr = exn.field(&mut *store, 0).ok()?.i32()? as u32;
+    let run = store.data().run.clone();
+    let st = run.get();
+    let mem = st.guest();
+    if let Some(t) = thrown_cxx_type(&mem, ptr) {
+        return Some(format!("uncaught C++ exception of type {t}"));
+    }
+    let env = mem.read(ptr, 4)?;
+    if ptr >= 8 && u32::from_le_bytes(env.try_into().ok()?) == ptr - 8 {
+        return Some(format!(
+            "longjmp to the jmp_buf at {:#x}, whose setjmp is no longer active (its function returned, or it is another thread's)",
+            ptr - 8
+        ));
+    }
+    None
+}
+
+/// The C++ type of the exception whose `__cpp_exception` field is `ptr`,
+/// when libc++abi threw it (with its message, for the standard exceptions
+/// that carry one).
+///
+/// The `__cpp_exception` tag's one field is the address of the
+/// `_Unwind_Exception` at the end of libc++abi's `__cxa_exception` (or of
+/// a `__cxa_dependent_exception`, for `std::rethrow_exception`); on wasm32
+/// both hold the thrown type's `std::type_info*` 48 bytes before it, and
+/// the `type_info`'s mangled name is its second word.
+fn thrown_cxx_type(mem: &memory::GuestMemory<'_>, ptr: u32) -> Option<String> {
+    let word = |addr: u32| -> Option<u32> {
+        let b = mem.read(addr, 4)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    };
+    // `exception_class`, the little-endian u64 "CLNGC++\0" (primary) or
+    // "CLNGC++\x01" (dependent).
+    let class = mem.read(ptr, 8)?;
+    if class[0] > 1 || class[1..8] != *b"++CGNLC" {
+        return None;
+    }
+    let type_info = word(ptr.checked_sub(48)?)?;
+    let name = mem.cstr(word(type_info.checked_add(4)?)?, 1024);
+    if name.is_empty() {
+        return None;
+    }
+    let demangled = crate::instrument::dwarf::demangle(&format!("_ZTS{name}"));
+    let mut what = demangled
+        .strip_prefix("typeinfo name for ")
+        .unwrap_or(&name)
+        .to_string();
+    // The standard exceptions that carry a message keep it behind their
+    // vtable pointer (libc++'s `__libcpp_refstring`, a `const char*`). The
+    // thrown object follows the 32-byte `_Unwind_Exception`; a dependent
+    // exception's `primaryException`, just before it, points to it.
+    if STD_MESSAGE_EXCEPTIONS.contains(&name.as_str()) {
+        let object = if class[0] == 1 {
+            word(ptr.checked_sub(4)?)
+        } else {
+            ptr.checked_add(32)
+        };
+        let message = object
+            .and_then(|o| word(o.checked_add(4)?))
+            .map(|at| mem.cstr(at, 1024))
+            .unwrap_or_default();
+        if !message.is_empty() {
+            what.push_str(": ");
+            what.push_str(&message);
+        }
+    }
+    Some(what)
+}
+
+/// Mangled names of the standard exception types whose message
+/// [`thrown_cxx_type`] reads.
+const STD_MESSAGE_EXCEPTIONS: &[&str] = &[
+    "St11logic_error",
+    "St12domain_error",
+    "St16invalid_argument",
+    "St12length_error",
+    "St12out_of_range",
+    "St13runtime_error",
+    "St11range_error",
+    "St14overflow_error",
+    "St15underflow_error",
+];
+
 fn trap_name(t: &wasmtime::Trap) -> String {
     use wasmtime::Trap as T;
     match t {

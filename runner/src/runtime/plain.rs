@@ -113,6 +113,9 @@ pub fn engine_with(epochs: bool) -> Result<Engine> {
     // heddle's rewriter marks its cold paths (host calls the fast path
     // skips) with branch hints; they change code layout, never semantics.
     c.wasm_branch_hinting(true);
+    // C++ exceptions (clang's legacy encoding, translated by the
+    // instrumenter into the final one): `try_table`, `throw_ref`, exnref.
+    c.wasm_exceptions(true);
     c.epoch_interruption(epochs);
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     Engine::new(&c).map_err(|e| anyhow!("cannot create the wasm engine: {e}"))
@@ -155,10 +158,14 @@ pub struct PlainProgram {
 
 impl PlainProgram {
     /// Compiles `bytes` with a fresh [`engine`]. `hooks` as in [`run_plain`].
+    /// clang's legacy exception handling is translated first, as the
+    /// instrumenter does ([`heddle_instrument::eh`]).
     pub fn new(bytes: &[u8], hooks: Option<&SiteTable>) -> Result<PlainProgram> {
         let engine = engine()?;
+        let bytes = heddle_instrument::eh::translate(bytes)
+            .map_err(|e| anyhow!("cannot translate exception handling: {e}"))?;
         let module =
-            Module::new(&engine, bytes).map_err(|e| anyhow!("cannot compile module: {e}"))?;
+            Module::new(&engine, &bytes).map_err(|e| anyhow!("cannot compile module: {e}"))?;
         PlainProgram::from_module(&engine, module, hooks)
     }
 
@@ -891,4 +898,81 @@ pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Resul
         |value: i32| -> wasmtime::Result<()> { Err(wasmtime::Error::new(ThreadExit(value))) },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `;; => NAME(ARG) = RESULT` of `tests/data/eh/legacy.wat` holds
+    /// when the module runs translated into the final encoding, by itself
+    /// and as the instrumenter translates it (every function user code, with
+    /// budget points and yield points, and no-op hooks).
+    #[test]
+    fn translated_legacy_exceptions_run_as_written() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/eh/legacy.wat");
+        let text = std::fs::read_to_string(path).unwrap();
+        let legacy = wat::parse_str(&text).unwrap();
+        let engine = engine_with(false).unwrap();
+
+        let bytes = heddle_instrument::eh::translate(&legacy).unwrap();
+        let module = Module::new(&engine, &bytes).unwrap();
+        let mut store = wasmtime::Store::new(&engine, ());
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+        check_cases(&text, &mut store, &instance);
+
+        let with_memory = text.replacen(
+            "(module",
+            r#"(module (import "env" "memory" (memory 1 1 shared))"#,
+            1,
+        );
+        let legacy = wat::parse_str(&with_memory).unwrap();
+        let cfg = crate::instrument::Config {
+            include_funcs: vec!["*".into()],
+            ..Default::default()
+        };
+        let inst = crate::instrument::instrument(&legacy, &cfg).unwrap();
+        let module = Module::new(&engine, &inst.module).unwrap();
+        let mut linker: Linker<()> = Linker::new(&engine);
+        fn memory(caller: &mut Caller<'_, ()>) -> Option<Extern> {
+            caller.get_export("memory")
+        }
+        add_noop_hooks(&mut linker, mem_offsets(&inst.sites), memory).unwrap();
+        let mut store = wasmtime::Store::new(&engine, ());
+        let mem = wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(1, 1)).unwrap();
+        linker.define(&mut store, "env", "memory", mem).unwrap();
+        let instance = linker.instantiate(&mut store, &module).unwrap();
+        check_cases(&text, &mut store, &instance);
+    }
+
+    fn check_cases(text: &str, store: &mut wasmtime::Store<()>, instance: &wasmtime::Instance) {
+        let mut checked = 0;
+        for line in text.lines() {
+            let Some(case) = line.trim().strip_prefix(";; => ") else {
+                continue;
+            };
+            let (call, want) = case.split_once(" = ").unwrap();
+            let (name, arg) = call.trim_end_matches(')').split_once('(').unwrap();
+            let f = instance.get_func(&mut *store, name).unwrap();
+            let args: Vec<wasmtime::Val> = arg
+                .parse::<i32>()
+                .map(|a| vec![wasmtime::Val::I32(a)])
+                .unwrap_or_default();
+            let mut results = [wasmtime::Val::I32(0)];
+            let got = f.call(&mut *store, &args, &mut results);
+            match want {
+                "trap" => assert!(got.is_err(), "{call} returned"),
+                _ => {
+                    got.unwrap_or_else(|e| panic!("{call}: {e:?}"));
+                    assert_eq!(
+                        results[0].unwrap_i32(),
+                        want.parse::<i32>().unwrap(),
+                        "{call}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked >= 25, "{checked} cases");
+    }
 }
