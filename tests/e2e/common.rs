@@ -245,3 +245,39 @@ pub fn rust_build_at(source: &str, level: &str) -> PathBuf {
     std::fs::rename(&tmp, &out).expect("rename module");
     out
 }
+
+/// The replay command a failing `heddle fuzz` printed for its failure (not
+/// for a run that only raced).
+pub fn printed_replay(stdout: &str) -> String {
+    stdout
+        .lines()
+        .filter(|l| !l.contains("-races-seed"))
+        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
+        .unwrap_or_else(|| panic!("no replay command printed:\n{stdout}"))
+        .to_string()
+}
+
+/// Replays `replay` twice: each reproduces the recorded failing run and
+/// prints `needle`, and both print the same bytes.
+pub fn replays_the_same_twice(replay: &str, needle: &str) {
+    let once = || {
+        let out = heddle_out(&["replay", replay]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "replay {replay}:\n{stdout}\n{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("replay reproduced the recorded run") && stdout.contains(needle),
+            "replay {replay}:\n{stdout}"
+        );
+        out.stdout
+    };
+    assert_eq!(
+        once(),
+        once(),
+        "two replays of {replay} print the same bytes"
+    );
+}

@@ -86,29 +86,7 @@ fn lost_update_in_a_catch_handler_is_found_and_replayed() {
         stdout.contains("data race") && stdout.contains(&format!("cxx_exceptions.cpp:{write}")),
         "{stdout}"
     );
-    let replay = stdout
-        .lines()
-        .filter(|l| !l.contains("-races-seed"))
-        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
-        .unwrap_or_else(|| panic!("no replay command printed:\n{stdout}"))
-        .to_string();
-    let replay_once = || {
-        let out = heddle_out(&["replay", &replay]);
-        let stdout = stdout_of(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "replay {replay}:\n{stdout}\n{}",
-            stderr_of(&out)
-        );
-        assert!(
-            stdout.contains("replay reproduced the recorded run")
-                && stdout.contains("lost update on rejected"),
-            "replay {replay}:\n{stdout}"
-        );
-        out.stdout
-    };
-    assert_eq!(replay_once(), replay_once(), "replays print the same bytes");
+    replays_the_same_twice(&printed_replay(&stdout), "lost update on rejected");
 }
 
 #[test]

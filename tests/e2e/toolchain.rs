@@ -1129,34 +1129,7 @@ fn cxx_thread_library_race_is_found_and_replayed() {
         stdout.contains("lost update on consumed"),
         "the failure must be main's check:\n{stdout}"
     );
-    let replay = stdout
-        .lines()
-        .filter(|l| !l.contains("-races-seed"))
-        .find_map(|l| l.trim().strip_prefix("replay: heddle replay "))
-        .unwrap_or_else(|| panic!("no replay command printed:\n{stdout}"))
-        .to_string();
-    let replay_once = || {
-        let out = heddle_out(&["replay", &replay]);
-        let stdout = stdout_of(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "replay {replay}:\n{stdout}\n{}",
-            stderr_of(&out)
-        );
-        assert!(
-            stdout.contains("replay reproduced the recorded run")
-                && stdout.contains("lost update on consumed"),
-            "replay {replay}:\n{stdout}"
-        );
-        out.stdout
-    };
-    let first = replay_once();
-    assert_eq!(
-        first,
-        replay_once(),
-        "two replays of {replay} must print the same bytes"
-    );
+    replays_the_same_twice(&printed_replay(&stdout), "lost update on consumed");
 }
 
 /// The fixed variant passes a campaign, and what it prints with std::cout
