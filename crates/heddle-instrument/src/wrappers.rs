@@ -168,44 +168,24 @@ pub fn plan(
     }
     // A synchronisation library's function that reaches a loop through
     // its calls can retry or block: slow.
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..funcs.len() {
-            if funcs[i].library && !funcs[i].slow {
-                let reaches = funcs[i].calls.iter().any(|&(_, c)| {
-                    c.checked_sub(imported_funcs)
-                        .and_then(|j| funcs.get(j as usize))
-                        .is_some_and(|f| f.slow || f.loops)
-                });
-                if reaches {
-                    funcs[i].slow = true;
-                    changed = true;
-                }
-            }
-        }
-    }
+    propagate(
+        &mut funcs,
+        imported_funcs,
+        |f| f.library && !f.slow,
+        |c| c.slow || c.loops,
+        |f| f.slow = true,
+    );
     // `core`'s glue that leads to a wrapper (`drop_in_place` of a
     // `MutexGuard`, `mem::drop`) or to a slow synchronisation function (a
     // channel's end dropped) is copied with it, so that a guard
     // dropped at `-O0` unlocks at the program's line as it does inlined.
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..funcs.len() {
-            if funcs[i].glue && !funcs[i].wrapper {
-                let leads = funcs[i].calls.iter().any(|&(_, c)| {
-                    c.checked_sub(imported_funcs)
-                        .and_then(|j| funcs.get(j as usize))
-                        .is_some_and(|f| f.wrapper || f.slow)
-                });
-                if leads {
-                    funcs[i].wrapper = true;
-                    changed = true;
-                }
-            }
-        }
-    }
+    propagate(
+        &mut funcs,
+        imported_funcs,
+        |f| f.glue && !f.wrapper,
+        |c| c.wrapper || c.slow,
+        |f| f.wrapper = true,
+    );
     let defined = |f: u32| {
         f.checked_sub(imported_funcs)
             .and_then(|i| funcs.get(i as usize))
@@ -285,4 +265,33 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// Until nothing changes: marks (`mark`) each function that `open` and
+/// that directly calls a defined function `leads` to.
+fn propagate(
+    funcs: &mut [Func],
+    imported_funcs: u32,
+    open: impl Fn(&Func) -> bool,
+    leads: impl Fn(&Func) -> bool,
+    mark: impl Fn(&mut Func),
+) {
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..funcs.len() {
+            if !open(&funcs[i]) {
+                continue;
+            }
+            let reaches = funcs[i].calls.iter().any(|&(_, c)| {
+                c.checked_sub(imported_funcs)
+                    .and_then(|j| funcs.get(j as usize))
+                    .is_some_and(&leads)
+            });
+            if reaches {
+                mark(&mut funcs[i]);
+                changed = true;
+            }
+        }
+    }
 }
