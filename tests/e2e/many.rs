@@ -81,3 +81,15 @@ fn many_thread_benchmarks_are_found_by_the_default_portfolio() {
     }
     eprintln!("{}", report.join("\n"));
 }
+
+/// 3,000 threads alive at once (created before any is joined) run: their
+/// stacks fit in a module's linear memory (64 MiB stopped `pthread_create`
+/// after 1,021 with EAGAIN).
+#[test]
+fn three_thousand_threads_alive_at_once() {
+    let o = heddle_out(&["run", "tests/programs/many_threads.c", "--", "3000"]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("3001 threads"), "{stdout}");
+    assert!(stdout.contains("\n3000\n"), "{stdout}");
+}

@@ -34,8 +34,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Linear memory limit of every module: 64 MiB.
-pub const MAX_MEMORY: u64 = 64 << 20;
+/// Linear memory limit of every module: 256 MiB. Each thread's stack
+/// (64 KiB) lives in it until the thread is joined, so the limit bounds the
+/// threads alive at once: 64 MiB stopped `pthread_create` after 1,021
+/// (EAGAIN); 256 MiB leaves room for the runtime's `MAX_THREADS` (4,096).
+pub const MAX_MEMORY: u64 = 256 << 20;
 
 /// The optimisation level when the user gives none. Chosen by measurement
 /// on the bundled targets (`benches/opt-level.sh`, `benches/RESULTS.md`):
@@ -700,7 +703,11 @@ pub fn compile_cached(tc: &Toolchain, sources: &[PathBuf], flags: &[String]) -> 
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let root = project_root(&first_dir);
-    let mut base = format!("heddle-cc-3\n{}\n{}\n", tc.identity, flags.join("\x1f"));
+    let mut base = format!(
+        "heddle-cc-4 max-memory={MAX_MEMORY}\n{}\n{}\n",
+        tc.identity,
+        flags.join("\x1f")
+    );
     for s in &canonical {
         let text = fs::read(s).with_context(|| format!("{}: cannot read source", s.display()))?;
         base.push_str(&format!(
