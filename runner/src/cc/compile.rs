@@ -486,27 +486,73 @@ pub fn drive(tc: &Toolchain, req: &CcRequest) -> Result<()> {
 
 /// After a link: when wasm-ld replaced a definition's only callers with a
 /// `signature_mismatch` stub (and so dropped the definition), links again
-/// keeping it, for the adapter the instrumentation puts in the stub; then
-/// checks the module (an error removes it).
+/// keeping it, for the adapter the instrumentation puts in the stub; when
+/// the program calls `dlsym`, links again with the table of its functions
+/// ([`super::dltable`]); then checks the module (an error removes it).
 fn finish_link(tc: &Toolchain, req: &CcRequest, out: &Path) -> Result<()> {
     let read = || fs::read(out).with_context(|| format!("cannot read {}", out.display()));
     let mut bytes = read()?;
-    let keep = crate::instrument::stub_keep_flags(&bytes)?;
-    if !keep.is_empty() {
+    let mut extra = crate::instrument::stub_keep_flags(&bytes)?;
+    let relink = |extra: &[String], what: &str| -> Result<()> {
         let res = command_line(tc, req)
-            .args(&keep)
+            .args(extra)
             .output()
             .with_context(|| format!("cannot run {}", tc.clang.display()))?;
         if !res.status.success() {
             let _ = fs::remove_file(out);
             bail!(
-                "linking again to keep {} failed:\n{}",
-                keep.join(" "),
+                "linking again {what} failed:\n{}",
                 String::from_utf8_lossy(&res.stderr).trim_end()
             );
         }
-        bytes = read()?;
+        Ok(())
+    };
+    let scratch = if super::dltable::defines_dlsym(&bytes) {
+        let dir = paths::cache_dir("cc")?.join(format!(
+            "dl-{}-{}",
+            std::process::id(),
+            paths::sha256_hex(out.display().to_string().as_bytes())
+                .get(..16)
+                .unwrap_or_default()
+        ));
+        fs::create_dir_all(&dir)?;
+        let mut probe = extra.clone();
+        probe.push("-Wl,--export-all".into());
+        relink(&probe, "to list the functions dlsym finds")?;
+        let functions = super::dltable::exported_functions(&read()?)?;
+        let src = dir.join("heddle_dl_symbols.c");
+        let obj = dir.join("heddle_dl_symbols.o");
+        fs::write(&src, super::dltable::table_source(&functions))?;
+        let res = Command::new(&tc.clang)
+            .args(target_flags(tc))
+            .args(["-O1", "-w", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+        if !res.status.success() {
+            let _ = fs::remove_dir_all(&dir);
+            bail!(
+                "compiling the dlsym table failed:\n{}",
+                String::from_utf8_lossy(&res.stderr).trim_end()
+            );
+        }
+        extra.push(obj.display().to_string());
+        Some(dir)
+    } else {
+        None
+    };
+    let linked = if extra.is_empty() {
+        Ok(())
+    } else {
+        relink(&extra, &format!("with {}", extra.join(" ")))
+    };
+    if let Some(dir) = scratch {
+        let _ = fs::remove_dir_all(dir);
     }
+    linked?;
+    bytes = read()?;
     if let Err(e) = check_linked(&bytes) {
         let _ = fs::remove_file(out);
         return Err(e);

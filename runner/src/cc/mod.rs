@@ -26,6 +26,7 @@ mod apt;
 pub(crate) mod bootstrap;
 pub mod compile;
 pub mod distro;
+pub mod dltable;
 pub(crate) mod flags;
 pub(crate) mod glue;
 pub mod gnu;
