@@ -31,6 +31,7 @@ pub(crate) mod flags;
 pub(crate) mod glue;
 pub mod gnu;
 pub(crate) mod libcxx;
+pub mod missing;
 pub(crate) mod sdk;
 
 use anyhow::{bail, Result};
