@@ -574,29 +574,16 @@ fn finish_link(tc: &Toolchain, req: &CcRequest, out: &Path) -> Result<()> {
                 .unwrap_or_default()
         ));
         fs::create_dir_all(&dir)?;
-        let mut probe = extra.clone();
-        probe.push("-Wl,--export-all".into());
-        relink(&probe, "to list the functions dlsym finds")?;
-        let functions = super::dltable::exported_functions(&read()?)?;
-        let src = dir.join("heddle_dl_symbols.c");
-        let obj = dir.join("heddle_dl_symbols.o");
-        fs::write(&src, super::dltable::table_source(&functions))?;
-        let res = Command::new(&tc.clang)
-            .args(target_flags(tc))
-            .args(["-O1", "-w", "-c"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .output()
-            .with_context(|| format!("cannot run {}", tc.clang.display()))?;
-        if !res.status.success() {
-            let _ = fs::remove_dir_all(&dir);
-            bail!(
-                "compiling the dlsym table failed:\n{}",
-                String::from_utf8_lossy(&res.stderr).trim_end()
-            );
+        match dl_table(tc, req, &extra, &dir) {
+            Ok(Some(obj)) => extra.push(obj.display().to_string()),
+            // The probe link failed: no table, dlsym finds nothing.
+            Ok(None) => {}
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                let _ = fs::remove_file(out);
+                return Err(e);
+            }
         }
-        extra.push(obj.display().to_string());
         Some(dir)
     } else {
         None
@@ -619,6 +606,47 @@ fn finish_link(tc: &Toolchain, req: &CcRequest, out: &Path) -> Result<()> {
         return Err(e);
     }
     Ok(())
+}
+
+/// Builds the object file of the `dlsym` table in `dir`
+/// ([`super::dltable`]): links with `--export-all` to a scratch module,
+/// lists its functions and compiles the table. `None` when that link fails.
+fn dl_table(
+    tc: &Toolchain,
+    req: &CcRequest,
+    extra: &[String],
+    dir: &Path,
+) -> Result<Option<PathBuf>> {
+    let probe = dir.join("exported.wasm");
+    let res = command_line(tc, req)
+        .args(extra)
+        .arg("-Wl,--export-all")
+        .arg("-o")
+        .arg(&probe)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    if !res.status.success() {
+        return Ok(None);
+    }
+    let functions = super::dltable::exported_functions(&fs::read(&probe)?)?;
+    let src = dir.join("heddle_dl_symbols.c");
+    let obj = dir.join("heddle_dl_symbols.o");
+    fs::write(&src, super::dltable::table_source(&functions))?;
+    let res = Command::new(&tc.clang)
+        .args(target_flags(tc))
+        .args(["-O1", "-w", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    if !res.status.success() {
+        bail!(
+            "compiling the dlsym table failed:\n{}",
+            String::from_utf8_lossy(&res.stderr).trim_end()
+        );
+    }
+    Ok(Some(obj))
 }
 
 /// Names wasm-ld's stubs for undefined functions after the functions
