@@ -502,12 +502,12 @@ ssize_t sendfile(int out, int in, off_t *offset, size_t count) {
 
 /* ---- memory mappings ---------------------------------------------------- */
 
-/* A mapping is a heap block with this header in front of it. */
+/* A mapping is a heap block with this header in front of it; the data
+   after it is 16-byte aligned, as malloc's is (not page aligned). */
 struct mapping {
     size_t len;
     unsigned magic;
-    unsigned pad;
-};
+} __attribute__((aligned(16)));
 #define MAPPING_MAGIC 0x6d6d6170u
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {

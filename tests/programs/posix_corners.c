@@ -152,7 +152,7 @@ int main(void) {
 
     /* Anonymous mappings are zero-filled memory. */
     unsigned char *m = mmap(NULL, 100000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert(m != MAP_FAILED);
+    assert(m != MAP_FAILED && (unsigned long)m % 16 == 0);
     for (int i = 0; i < 100000; i += 997)
         assert(m[i] == 0);
     m[99999] = 7;
