@@ -177,6 +177,36 @@ fn autoconf_project_configures_for_wasm_and_builds() {
 }
 
 #[test]
+fn autoconf_213_runtime_with_dlsym_semaphores_and_rlimits() {
+    // A configure.in of the autoconf 2.13 era, configured with a host
+    // triple an old config.sub knows; the runtime finds its tasks with
+    // dlopen(NULL)/dlsym, locks with a System V semaphore and sizes its
+    // pool with getrlimit, linked with -ldl -lrt -lm from an archive.
+    toolchain();
+    let p = copy_project("autoconf213-rt");
+    let build = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; autoconf; ./configure --host=i686-pc-linux-gnu; make",
+    );
+    assert_ok("autoconf, configure, make", &build);
+    let log = text(&build.stdout);
+    for probe in [
+        "checking for dlopen in -ldl... yes",
+        "checking for semget... yes",
+        "checking for getrlimit... yes",
+    ] {
+        assert!(log.contains(probe), "configure lacks `{probe}`:\n{log}");
+    }
+    hunt(p.path(), "./rttest", "done == 4");
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make clean; ./configure --host=i686-pc-linux-gnu CFLAGS=-DFIXED; make",
+    );
+    assert_ok("configure, make (fixed)", &fixed);
+    passes(p.path(), "./rttest");
+}
+
+#[test]
 fn project_file_targets_from_several_sources_and_from_a_build_command() {
     toolchain();
     let p = copy_project("make-stats");

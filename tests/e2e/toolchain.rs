@@ -964,6 +964,46 @@ fn missing_toolchain_is_one_sentence() {
     assert!(!sdk.exists(), "heddle created WASI_SDK_PATH");
 }
 
+#[test]
+fn unresolved_symbols_are_listed_and_a_call_to_one_names_it() {
+    installed();
+    let dir = tempdir();
+    let src = dir.path().join("m.c");
+    std::fs::write(
+        &src,
+        "int missing_fn(int);\nint other_missing(void);\nint main(int argc, char **argv) {\n  (void)argv;\n  return argc > 5 ? other_missing() : missing_fn(3);\n}\n",
+    )
+    .unwrap();
+    let out_path = dir.path().join("m.wasm");
+    // The failed link names every unresolved symbol in one line, and no
+    // note about old C.
+    let out = heddle_out(&["cc", path_str(&src), "-o", path_str(&out_path)]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{err}");
+    assert_eq!(
+        nonempty_lines(&err).last().copied(),
+        Some("heddle: error: unresolved symbols: missing_fn, other_missing"),
+        "stderr:\n{err}"
+    );
+    assert!(!err.contains("--legacy"), "stderr:\n{err}");
+    // Linked anyway, a call to one traps with its name in the verdict.
+    let out = heddle_out(&[
+        "cc",
+        path_str(&src),
+        "-o",
+        path_str(&out_path),
+        "-Wl,--unresolved-symbols=ignore-all",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr_of(&out));
+    let out = heddle_out(&["run", path_str(&out_path)]);
+    let stdout = stdout_of(&out);
+    assert!(
+        stdout.contains("verdict: trap (unreachable) in thread 0 at main (m.c:5): call to missing function missing_fn (linked with -Wl,--unresolved-symbols=ignore-all"),
+        "{stdout}\n{}",
+        stderr_of(&out)
+    );
+}
+
 // --------------------------------------------------------------- 5. legacy
 
 #[test]
@@ -992,6 +1032,14 @@ fn legacy_accepts_kr_c_that_is_rejected_without_it() {
             "without --legacy clang must reject with {flag}, stderr:\n{err}"
         );
     }
+    // One note says how to build old C.
+    let note =
+        "heddle: note: old C: rebuild with --legacy (heddle cc --legacy, or CFLAGS=--legacy)";
+    assert_eq!(
+        err.lines().filter(|l| *l == note).count(),
+        1,
+        "without --legacy: {err}"
+    );
     assert!(
         !out_path.exists(),
         "rejected build left {}",

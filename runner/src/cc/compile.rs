@@ -15,7 +15,12 @@
 //! `-fno-strict-return` (falling off the end of a non-void function is
 //! `unreachable` once optimised, a trap that has nothing to do with
 //! concurrency). A linked module that contains one of wasm-ld's trap stubs
-//! is rejected with the symbol named.
+//! is rejected with the symbol named. A program that calls `dlsym` gets the
+//! table of its functions ([`super::dltable`]); a module linked with
+//! `-Wl,--unresolved-symbols=ignore-all` gets its stubs named after the
+//! missing functions ([`super::missing`]). A failed compile of old C ends
+//! with a note about `--legacy`, a failed link with the list of unresolved
+//! symbols.
 //!
 //! Modules are reproducible: the same sources, flags and toolchain give the
 //! same bytes whatever the checkout path, the cache path, the working
@@ -462,21 +467,74 @@ pub fn command_line(tc: &Toolchain, req: &CcRequest) -> Command {
     cmd
 }
 
-/// Runs clang for `req` as a compiler driver does: clang's output and
-/// diagnostics go straight to the user; a failure is an error after them.
-/// A linked module is then checked for trap stubs (an error removes it).
+/// The note added when clang rejects old C that `--legacy` accepts.
+pub const LEGACY_NOTE: &str =
+    "heddle: note: old C: rebuild with --legacy (heddle cc --legacy, or CFLAGS=--legacy)";
+
+/// What heddle adds to clang's diagnostics `stderr` of a failed
+/// invocation: the `--legacy` note when clang rejected an implicit
+/// function declaration or implicit int (and `--legacy` was not given),
+/// and the symbols wasm-ld could not resolve, each once, sorted.
+pub fn failure_notes(stderr: &str, legacy: bool) -> (Option<&'static str>, Vec<String>) {
+    let old_c = !legacy
+        && stderr.lines().any(|l| {
+            l.contains("error:")
+                && (l.contains("call to undeclared function")
+                    || l.contains("type specifier missing, defaults to 'int'")
+                    || l.contains("[-Wimplicit-int]")
+                    || l.contains("[-Wimplicit-function-declaration]"))
+        });
+    let mut unresolved: Vec<String> = Vec::new();
+    for l in stderr.lines() {
+        if let Some((_, sym)) = l.split_once("undefined symbol: ") {
+            let sym = sym.trim().to_string();
+            if !sym.is_empty() && !unresolved.contains(&sym) {
+                unresolved.push(sym);
+            }
+        }
+    }
+    unresolved.sort();
+    (old_c.then_some(LEGACY_NOTE), unresolved)
+}
+
+/// The one-line error of a failed link that left `unresolved` symbols.
+fn unresolved_error(unresolved: &[String]) -> String {
+    format!("unresolved symbols: {}", unresolved.join(", "))
+}
+
+/// Runs clang for `req` as a compiler driver does: clang's output goes
+/// straight to the user, its diagnostics are forwarded (coloured when
+/// heddle's stderr is a terminal), and a failure is an error after them
+/// — naming every unresolved symbol of a failed link, with a note when
+/// the error is old C that `--legacy` accepts. A linked module is then
+/// checked for trap stubs (an error removes it).
 pub fn drive(tc: &Toolchain, req: &CcRequest) -> Result<()> {
+    use std::io::{IsTerminal, Write};
     req.check()?;
     let linked = req.linked_output();
-    let status = command_line(tc, req)
+    let mut cmd = command_line(tc, req);
+    if std::io::stderr().is_terminal() {
+        cmd.arg("-fcolor-diagnostics");
+    }
+    let res = cmd
         .stdin(Stdio::inherit())
-        .status()
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .output()
         .with_context(|| format!("cannot run {}", tc.clang.display()))?;
-    if !status.success() {
+    let _ = std::io::stderr().write_all(&res.stderr);
+    if !res.status.success() {
         if let Some(out) = &linked {
             let _ = fs::remove_file(out);
         }
-        match status.code() {
+        let (note, unresolved) = failure_notes(&String::from_utf8_lossy(&res.stderr), req.legacy);
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
+        if !unresolved.is_empty() {
+            bail!("{}", unresolved_error(&unresolved));
+        }
+        match res.status.code() {
             Some(code) => bail!("compilation failed (clang exited with status {code})"),
             None => bail!("compilation failed (clang was killed by a signal)"),
         }
@@ -489,32 +547,145 @@ pub fn drive(tc: &Toolchain, req: &CcRequest) -> Result<()> {
 
 /// After a link: when wasm-ld replaced a definition's only callers with a
 /// `signature_mismatch` stub (and so dropped the definition), links again
-/// keeping it, for the adapter the instrumentation puts in the stub; then
-/// checks the module (an error removes it).
+/// keeping it, for the adapter the instrumentation puts in the stub; when
+/// the program calls `dlsym`, links again with the table of its functions
+/// ([`super::dltable`]); then checks the module (an error removes it).
 fn finish_link(tc: &Toolchain, req: &CcRequest, out: &Path) -> Result<()> {
     let read = || fs::read(out).with_context(|| format!("cannot read {}", out.display()));
     let mut bytes = read()?;
-    let keep = crate::instrument::stub_keep_flags(&bytes)?;
-    if !keep.is_empty() {
+    let mut extra = crate::instrument::stub_keep_flags(&bytes)?;
+    let relink = |extra: &[String], what: &str| -> Result<()> {
         let res = command_line(tc, req)
-            .args(&keep)
+            .args(extra)
             .output()
             .with_context(|| format!("cannot run {}", tc.clang.display()))?;
         if !res.status.success() {
             let _ = fs::remove_file(out);
             bail!(
-                "linking again to keep {} failed:\n{}",
-                keep.join(" "),
+                "linking again {what} failed:\n{}",
                 String::from_utf8_lossy(&res.stderr).trim_end()
             );
         }
-        bytes = read()?;
+        Ok(())
+    };
+    let scratch = if super::dltable::defines_dlsym(&bytes) {
+        let dir = paths::cache_dir("cc")?.join(format!(
+            "dl-{}-{}",
+            std::process::id(),
+            paths::sha256_hex(out.display().to_string().as_bytes())
+                .get(..16)
+                .unwrap_or_default()
+        ));
+        fs::create_dir_all(&dir)?;
+        match dl_table(tc, req, &extra, &dir) {
+            Ok(Some(obj)) => extra.push(obj.display().to_string()),
+            // The probe link failed: no table, dlsym finds nothing.
+            Ok(None) => {}
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                let _ = fs::remove_file(out);
+                return Err(e);
+            }
+        }
+        Some(dir)
+    } else {
+        None
+    };
+    let linked = if extra.is_empty() {
+        Ok(())
+    } else {
+        relink(&extra, &format!("with {}", extra.join(" ")))
+    };
+    if let Some(dir) = scratch {
+        let _ = fs::remove_dir_all(dir);
+    }
+    linked?;
+    bytes = read()?;
+    if super::missing::has_stubs(&bytes) {
+        bytes = name_missing_stubs(tc, req, &extra, out, &bytes)?;
     }
     if let Err(e) = check_linked(&bytes) {
         let _ = fs::remove_file(out);
         return Err(e);
     }
     Ok(())
+}
+
+/// Builds the object file of the `dlsym` table in `dir`
+/// ([`super::dltable`]): links with `--export-all` to a scratch module,
+/// lists its functions and compiles the table. `None` when that link fails.
+fn dl_table(
+    tc: &Toolchain,
+    req: &CcRequest,
+    extra: &[String],
+    dir: &Path,
+) -> Result<Option<PathBuf>> {
+    let probe = dir.join("exported.wasm");
+    let res = command_line(tc, req)
+        .args(extra)
+        .arg("-Wl,--export-all")
+        .arg("-o")
+        .arg(&probe)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    if !res.status.success() {
+        return Ok(None);
+    }
+    let functions = super::dltable::exported_functions(&fs::read(&probe)?)?;
+    let src = dir.join("heddle_dl_symbols.c");
+    let obj = dir.join("heddle_dl_symbols.o");
+    fs::write(&src, super::dltable::table_source(&functions))?;
+    let res = Command::new(&tc.clang)
+        .args(target_flags(tc))
+        .args(["-O1", "-w", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    if !res.status.success() {
+        bail!(
+            "compiling the dlsym table failed:\n{}",
+            String::from_utf8_lossy(&res.stderr).trim_end()
+        );
+    }
+    Ok(Some(obj))
+}
+
+/// Names wasm-ld's stubs for undefined functions after the functions
+/// ([`super::missing`]): links once more with
+/// `--unresolved-symbols=import-dynamic` to a scratch file, and rewrites
+/// `out`'s name section. Returns the new module.
+fn name_missing_stubs(
+    tc: &Toolchain,
+    req: &CcRequest,
+    extra: &[String],
+    out: &Path,
+    bytes: &[u8],
+) -> Result<Vec<u8>> {
+    let dir = paths::cache_dir("cc")?.join(format!("missing-{}", std::process::id()));
+    fs::create_dir_all(&dir)?;
+    let dynamic = dir.join("dynamic.wasm");
+    let res = command_line(tc, req)
+        .args(extra)
+        .arg("-Wl,--unresolved-symbols=import-dynamic")
+        .arg("-o")
+        .arg(&dynamic)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()));
+    let renamed = match res {
+        Ok(r) if r.status.success() => fs::read(&dynamic)
+            .map_err(anyhow::Error::from)
+            .and_then(|d| super::missing::name_stubs(bytes, &d)),
+        // The stubs keep wasm-ld's name; the module is as linked.
+        _ => Ok(bytes.to_vec()),
+    };
+    let _ = fs::remove_dir_all(&dir);
+    let renamed = renamed?;
+    if renamed != bytes {
+        fs::write(out, &renamed).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    Ok(renamed)
 }
 
 /// Runs clang for `req`, capturing its diagnostics: compile errors come
@@ -531,7 +702,17 @@ pub fn compile(tc: &Toolchain, req: &CcRequest) -> Result<Option<PathBuf>> {
         if let Some(out) = &out {
             let _ = fs::remove_file(out);
         }
-        bail!("compilation failed:\n{}", stderr.trim_end());
+        let (note, unresolved) = failure_notes(&stderr, req.legacy);
+        let mut msg = format!("compilation failed:\n{}", stderr.trim_end());
+        if let Some(note) = note {
+            msg.push('\n');
+            msg.push_str(note);
+        }
+        if !unresolved.is_empty() {
+            msg.push('\n');
+            msg.push_str(&unresolved_error(&unresolved));
+        }
+        bail!("{msg}");
     }
     if !stderr.trim().is_empty() {
         eprintln!("{}", stderr.trim_end());
@@ -837,6 +1018,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot read response file /nonexistent/rsp"));
+    }
+
+    #[test]
+    fn failure_notes_name_old_c_and_unresolved_symbols() {
+        let implicit = "o.c:2:3: error: call to undeclared function 'foo'; ISO C99 and later do not support implicit function declarations [-Wimplicit-function-declaration]\n";
+        assert_eq!(failure_notes(implicit, false), (Some(LEGACY_NOTE), vec![]));
+        assert_eq!(failure_notes(implicit, true), (None, vec![]));
+        let int = "o.c:5:8: error: type specifier missing, defaults to 'int'; ISO C99 and later do not support implicit int [-Wimplicit-int]\n";
+        assert_eq!(failure_notes(int, false).0, Some(LEGACY_NOTE));
+        assert_eq!(
+            failure_notes("o.c:1:1: error: expected ';'\n", false).0,
+            None
+        );
+        let ld = "wasm-ld-19: error: /tmp/m.o: undefined symbol: missing_fn\n\
+                  wasm-ld-19: error: /tmp/n.o: undefined symbol: other\n\
+                  wasm-ld-19: error: /tmp/n.o: undefined symbol: missing_fn\n";
+        let (note, syms) = failure_notes(ld, false);
+        assert_eq!(note, None);
+        assert_eq!(syms, vec!["missing_fn", "other"]);
+        assert_eq!(
+            unresolved_error(&syms),
+            "unresolved symbols: missing_fn, other"
+        );
     }
 
     #[test]

@@ -6,11 +6,17 @@
 use super::{Flavor, Toolchain};
 use std::path::{Path, PathBuf};
 
-/// Feature macros that make wasi-libc declare what the compat library emulates.
+/// Feature macros that make wasi-libc declare what the compat library
+/// emulates, and `__unix__`/`__unix`, which portable code tests before it
+/// uses POSIX (clang defines neither for WASI; `unix`, which strict
+/// `-std=c99` modes must not have, stays undefined).
 pub const EMULATION_DEFINES: &[&str] = &[
     "-D_WASI_EMULATED_PROCESS_CLOCKS",
     "-D_WASI_EMULATED_SIGNAL",
     "-D_WASI_EMULATED_GETPID",
+    "-D_WASI_EMULATED_MMAN",
+    "-D__unix__=1",
+    "-D__unix=1",
 ];
 
 /// `setjmp`/`longjmp` over wasm exception handling: the target feature

@@ -147,7 +147,7 @@ pub fn env_lines(g: &Glue, gnu_names: bool) -> Vec<String> {
         |name: &str, p: &Path| format!("export {name}={}", sh_quote(&p.display().to_string()));
     let mut v = vec![
         "# heddle's compilers add the target, -pthread, -g and the default -O level;".to_string(),
-        "# autoconf: ./configure --host=wasm32-wasi".to_string(),
+        "# autoconf: ./configure --host=wasm32-wasi (a config.sub from before 2019: --host=i686-pc-linux-gnu)".to_string(),
         var("CC", &g.cc),
         var("CXX", &g.cxx),
         var("AR", &g.ar),

@@ -26,10 +26,12 @@ mod apt;
 pub(crate) mod bootstrap;
 pub mod compile;
 pub mod distro;
+pub mod dltable;
 pub(crate) mod flags;
 pub(crate) mod glue;
 pub mod gnu;
 pub(crate) mod libcxx;
+pub mod missing;
 pub(crate) mod sdk;
 
 use anyhow::{bail, Result};

@@ -4,9 +4,13 @@
 //! `getrusage`/`times`/`clock`, `getpid`, `signal`, `raise`, `alarm`,
 //! signal sets and masks, the runtime of `setjmp`/`longjmp` over wasm
 //! exception handling, and sockets, name resolution, `sigaction` with a
-//! handler and `dlopen`, which fail with `ENOSYS` and name themselves on
-//! stderr), plus headers that declare them (`signal.h`, `sys/socket.h`,
-//! `netdb.h` wrap or stand in for wasi-libc's).
+//! handler and `dlopen` of a file, which fail with `ENOSYS` and name
+//! themselves on stderr; `dlopen(NULL)`/`dlsym`, one fixed user and group,
+//! resource limits, `waitpid`, System V semaphores, `sendfile` and `mmap`
+//! with fixed, documented answers), plus headers that declare them
+//! (`signal.h`, `sys/socket.h`, `netdb.h`, `unistd.h`, `sys/resource.h`
+//! wrap wasi-libc's; `sys/wait.h`, `sys/ipc.h`, `sys/sem.h`,
+//! `sys/sendfile.h`, `pwd.h`, `grp.h` stand in for headers it lacks).
 //!
 //! The sources are embedded in the heddle binary and materialised, per
 //! toolchain, in a content-addressed directory of the cache, so a heddle
@@ -47,6 +51,32 @@ pub const HEADERS: &[(&str, &str)] = &[
         "netdb.h",
         include_str!("../../../guest-sdk/include/netdb.h"),
     ),
+    (
+        "unistd.h",
+        include_str!("../../../guest-sdk/include/unistd.h"),
+    ),
+    (
+        "sys/resource.h",
+        include_str!("../../../guest-sdk/include/sys/resource.h"),
+    ),
+    (
+        "sys/wait.h",
+        include_str!("../../../guest-sdk/include/sys/wait.h"),
+    ),
+    (
+        "sys/ipc.h",
+        include_str!("../../../guest-sdk/include/sys/ipc.h"),
+    ),
+    (
+        "sys/sem.h",
+        include_str!("../../../guest-sdk/include/sys/sem.h"),
+    ),
+    (
+        "sys/sendfile.h",
+        include_str!("../../../guest-sdk/include/sys/sendfile.h"),
+    ),
+    ("pwd.h", include_str!("../../../guest-sdk/include/pwd.h")),
+    ("grp.h", include_str!("../../../guest-sdk/include/grp.h")),
 ];
 
 /// `(file name, contents)` of the compatibility library's sources.
@@ -70,16 +100,29 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[
     ),
     ("net.c", include_str!("../../../guest-sdk/compat/net.c")),
     ("dl.c", include_str!("../../../guest-sdk/compat/dl.c")),
+    ("posix.c", include_str!("../../../guest-sdk/compat/posix.c")),
     (
         "setjmp.c",
         include_str!("../../../guest-sdk/compat/setjmp.c"),
     ),
 ];
 
-/// Libraries GNU builds link (`-ldl -lrt -lutil`) whose functions are in
-/// wasi-libc or the compatibility library: empty archives in the SDK's
+/// Libraries GNU builds link (`-ldl -lrt -lutil`), and wasi-libc's
+/// emulation libraries its headers ask for (`-lwasi-emulated-mman` …),
+/// whose functions are in wasi-libc or the compatibility library: empty archives in the SDK's
 /// `lib`, which every link searches.
-pub const EMPTY_LIBS: &[&str] = &["dl", "rt", "util", "xnet", "resolv", "crypt"];
+pub const EMPTY_LIBS: &[&str] = &[
+    "dl",
+    "rt",
+    "util",
+    "xnet",
+    "resolv",
+    "crypt",
+    "wasi-emulated-mman",
+    "wasi-emulated-signal",
+    "wasi-emulated-process-clocks",
+    "wasi-emulated-getpid",
+];
 
 /// An archive with no members.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";

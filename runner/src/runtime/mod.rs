@@ -495,7 +495,16 @@ impl Program {
                         stack,
                     };
                 }
+                let missing = stack
+                    .first()
+                    .and_then(|f| f.function.as_deref())
+                    .and_then(crate::cc::missing::missing_names);
                 let message = match trap.as_str() {
+                    "unreachable" if missing.is_some() => format!(
+                        "call to missing function {} (linked with \
+                         -Wl,--unresolved-symbols=ignore-all: no definition was found)",
+                        missing.unwrap_or_default().join(" or ")
+                    ),
                     "stack-overflow" => format!(
                         "{message}: the wasm call stack ran out (recursion too deep, or \
                          unbounded)"

@@ -1,0 +1,27 @@
+/*
+ * <unistd.h> for heddle: wasi-libc's header, plus the user and group ids
+ * WASI hides. The guest SDK compatibility library answers them with one
+ * fixed user: uid and gid 1000 (see docs/guide/projects.md).
+ */
+#include_next <unistd.h>
+
+#if defined(__wasm__) && !defined(HEDDLE_UNISTD_H)
+#define HEDDLE_UNISTD_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uid_t getuid(void);
+uid_t geteuid(void);
+gid_t getgid(void);
+gid_t getegid(void);
+int getgroups(int, gid_t[]);
+int setuid(uid_t);
+int seteuid(uid_t);
+int setgid(gid_t);
+int setegid(gid_t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

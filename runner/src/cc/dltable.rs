@@ -1,0 +1,159 @@
+//! The symbol table behind `dlsym`: a heddle program is one static module,
+//! so `dlopen(NULL)` is the program itself and `dlsym` looks names up in a
+//! table the final link adds.
+//!
+//! When a linked module defines the guest SDK's `dlsym` (the program calls
+//! it), the driver links once more with `--export-all`, which exports every
+//! function with external linkage that the link includes (the program's
+//! own and those of the library members it pulls in — what a native
+//! `-rdynamic` executable offers `dlsym`; clang gives wasm symbols hidden
+//! visibility, so `--export-dynamic` would export none). From that module's
+//! exports and their wasm signatures it generates a C file that declares
+//! each function with its exact signature and lists `{name, &function}`
+//! sorted by name as `__heddle_dl_symbols`, compiles it, and the final link
+//! includes it: the SDK's `dlsym` finds the entry, and the address is the
+//! function's index in the table, as any function pointer's is. Static
+//! functions are not listed (they have no external name natively either),
+//! nor are names that begin with `__` (the toolchain's own) or data
+//! symbols. The table is a pure function of the link's inputs.
+
+use wasmparser::{ExternalKind, Parser, Payload, TypeRef, ValType};
+
+/// The function a linked module defines when the program calls `dlsym`.
+pub const DLSYM: &str = "dlsym";
+
+/// The symbol the generated table defines (the SDK's `dl.c` declares it weak).
+pub const TABLE_SYMBOL: &str = "__heddle_dl_symbols";
+
+/// Whether the module's name section names a function `dlsym`.
+pub fn defines_dlsym(bytes: &[u8]) -> bool {
+    crate::modinfo::ModuleInfo::parse(bytes)
+        .map(|m| m.function_names.iter().any(|(_, n)| n == DLSYM))
+        .unwrap_or(false)
+}
+
+/// The C type of one wasm value type, when C can spell it.
+fn c_type(t: &ValType) -> Option<&'static str> {
+    match t {
+        ValType::I32 => Some("int"),
+        ValType::I64 => Some("long long"),
+        ValType::F32 => Some("float"),
+        ValType::F64 => Some("double"),
+        _ => None,
+    }
+}
+
+/// `(name, C declaration's return type, parameter list)` of each exported
+/// function of `bytes` that belongs in the table, sorted by name.
+pub fn exported_functions(bytes: &[u8]) -> anyhow::Result<Vec<(String, String, String)>> {
+    let mut types: Vec<Option<(Vec<ValType>, Vec<ValType>)>> = Vec::new();
+    let mut func_types: Vec<u32> = Vec::new();
+    let mut exports: Vec<(String, u32)> = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload? {
+            Payload::TypeSection(reader) => {
+                for ty in reader.into_iter_err_on_gc_types() {
+                    let f = ty?;
+                    types.push(Some((f.params().to_vec(), f.results().to_vec())));
+                }
+            }
+            Payload::ImportSection(reader) => {
+                for imp in reader.into_imports() {
+                    if let TypeRef::Func(i) | TypeRef::FuncExact(i) = imp?.ty {
+                        func_types.push(i);
+                    }
+                }
+            }
+            Payload::FunctionSection(reader) => {
+                for f in reader {
+                    func_types.push(f?);
+                }
+            }
+            Payload::ExportSection(reader) => {
+                for e in reader {
+                    let e = e?;
+                    if e.kind == ExternalKind::Func {
+                        exports.push((e.name.to_string(), e.index));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (name, index) in exports {
+        if name.starts_with("__") || name == "_start" || name == "wasi_thread_start" {
+            continue;
+        }
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.')
+        {
+            continue;
+        }
+        let Some(Some((params, results))) = func_types
+            .get(index as usize)
+            .and_then(|t| types.get(*t as usize))
+        else {
+            continue;
+        };
+        let ret = match results.as_slice() {
+            [] => "void",
+            [r] => match c_type(r) {
+                Some(t) => t,
+                None => continue,
+            },
+            _ => continue,
+        };
+        let Some(ps) = params.iter().map(c_type).collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        let ps = if ps.is_empty() {
+            "void".to_string()
+        } else {
+            ps.join(", ")
+        };
+        out.push((name, ret.to_string(), ps));
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    Ok(out)
+}
+
+/// The C source of the table for `functions` (see [`exported_functions`]).
+pub fn table_source(functions: &[(String, String, String)]) -> String {
+    let mut s = String::from(
+        "/* generated by heddle cc: the program's functions, for dlsym */\n\
+         struct heddle_dl_symbol { const char *name; void *addr; };\n",
+    );
+    for (i, (name, ret, params)) in functions.iter().enumerate() {
+        s.push_str(&format!(
+            "extern {ret} heddle_dl_f{i}({params}) __asm__(\"{name}\");\n"
+        ));
+    }
+    s.push_str(&format!(
+        "const struct heddle_dl_symbol {TABLE_SYMBOL}[] = {{\n"
+    ));
+    for (i, (name, _, _)) in functions.iter().enumerate() {
+        s.push_str(&format!("    {{\"{name}\", (void *)heddle_dl_f{i}}},\n"));
+    }
+    s.push_str("    {0, 0},\n};\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_declares_exact_signatures_sorted() {
+        let src = table_source(&[
+            ("a_fn".into(), "int".into(), "int, long long".into()),
+            ("b".into(), "void".into(), "void".into()),
+        ]);
+        assert!(src.contains("extern int heddle_dl_f0(int, long long) __asm__(\"a_fn\");"));
+        assert!(src.contains("{\"b\", (void *)heddle_dl_f1},"));
+        assert!(src.contains("__heddle_dl_symbols[] = {"));
+        assert!(src.ends_with("    {0, 0},\n};\n"));
+    }
+}
