@@ -156,7 +156,7 @@ static struct rlimit rlimit_fixed(int which) {
     case RLIMIT_AS:
     case RLIMIT_DATA:
         /* heddle's memory limit (runner/src/cc/compile.rs, MAX_MEMORY). */
-        r.rlim_cur = r.rlim_max = 64ull << 20;
+        r.rlim_cur = r.rlim_max = 256ull << 20;
         break;
     case RLIMIT_CORE:
         r.rlim_cur = r.rlim_max = 0;

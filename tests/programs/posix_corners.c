@@ -89,7 +89,7 @@ int main(void) {
     struct rlimit rl;
     assert(getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == 1024 && rl.rlim_max == 1024);
     assert(getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur == 65536);
-    assert(getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur == 64u << 20);
+    assert(getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur == 256u << 20);
     assert(getrlimit(RLIMIT_CPU, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY);
     rl.rlim_cur = rl.rlim_max = 256;
     assert(setrlimit(RLIMIT_NOFILE, &rl) == 0);
