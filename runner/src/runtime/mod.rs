@@ -19,6 +19,7 @@ pub mod plain;
 pub(crate) mod progress;
 pub(crate) mod races;
 pub(crate) mod ready;
+pub(crate) mod signals;
 pub(crate) mod state;
 pub(crate) mod wasi;
 
@@ -82,6 +83,9 @@ pub(crate) struct ThreadCtx {
     pub sp: Option<Global>,
     /// The function table, for `call_catching`.
     pub table: Option<Table>,
+    /// The module's own function table, for calls by function pointer
+    /// (signal delivery).
+    pub funcs: Option<Table>,
     /// False while the instance's start function runs.
     pub started: bool,
 }
@@ -99,6 +103,7 @@ impl ThreadCtx {
             skip: None,
             sp: None,
             table: None,
+            funcs: None,
             started: false,
         })
     }
@@ -421,6 +426,7 @@ impl Program {
         let mut linker: Linker<ThreadCtx> = Linker::new(&engine);
         wasi::add_to_linker(&mut linker)?;
         hooks::add_to_linker(&mut linker)?;
+        signals::add_to_linker(&mut linker)?;
         for imp in module.imports() {
             if !provided(imp.module(), imp.name()) {
                 bail!(
@@ -1609,6 +1615,7 @@ impl Executor<'_> {
                 skip: None,
                 sp: None,
                 table: None,
+                funcs: None,
                 started: false,
             },
         );
@@ -1645,6 +1652,7 @@ impl Executor<'_> {
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
+        let funcs = instance.get_table(&mut store, instrument::rewrite::EXPORT_FUNCS);
         let main = instance
             .get_typed_func(&mut store, "_start")
             .map_err(|e| e.to_string());
@@ -1656,6 +1664,7 @@ impl Executor<'_> {
         data.skip = skip;
         data.sp = sp;
         data.table = table;
+        data.funcs = funcs;
         data.started = true;
         let tls = self.program.stack_layout().tls_global.and_then(|g| {
             instance.get_global(
@@ -2122,6 +2131,7 @@ mod interface_tests {
         let module = Module::new(&e, &bytes).unwrap();
         let mut linker: Linker<ThreadCtx> = Linker::new(&e);
         hooks::add_to_linker(&mut linker).unwrap();
+        signals::add_to_linker(&mut linker).unwrap();
         linker
             .instantiate_pre(&module)
             .expect("heddle's host functions match their declarations");

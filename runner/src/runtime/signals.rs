@@ -1,0 +1,215 @@
+//! POSIX signals as scheduling decisions: the host side of the guest SDK's
+//! `signals.c` (`heddle.sig_*` imports).
+//!
+//! Dispositions live in [`Signals`](super::state::Signals), each thread's
+//! mask and pending set in its record. A signal sent to a thread stays
+//! pending until one of that thread's yield points where the strategy
+//! decides to deliver it (a value decision, recorded in the replay like
+//! every other), or at once when a thread signals itself, unblocks it, or
+//! waits for it. Delivering runs the default action on the host (ending the
+//! run with a verdict naming the signal, or nothing for the signals ignored
+//! by default) or calls the guest's delivery function re-entrantly, on the
+//! receiving thread's stack, which runs the handler under the mask rules.
+//! A thread blocked in a futex wait or a sleep when a signal it does not
+//! block arrives is woken for it: its handler runs, then the futex wait
+//! returns as if woken (the C library waits again) and the sleep returns
+//! early.
+
+use super::hooks::{deliver_signals, end_err, wait_turn, HostResult};
+use super::state::RunState;
+use super::ThreadCtx;
+use crate::instrument::SdkImport;
+use crate::model::signals::{bit, discarded, UNBLOCKABLE};
+use crate::model::{Block, Status, Tid};
+use wasmtime::{Caller, Linker};
+
+/// Sends `sig` to thread `target`: pending, and a thread blocked where the
+/// signal can reach it is woken.
+fn send(st: &mut RunState, target: Tid, sig: u32) {
+    let b = bit(sig);
+    if discarded(st.signals.handled, st.signals.ignored, b) {
+        return;
+    }
+    st.signals.sent = true;
+    let th = &mut st.threads[target as usize];
+    th.sig_pending |= b;
+    let unblocked = th.sig_mask & b == 0;
+    match th.status {
+        Status::Blocked(Block::Signal { set }) if set & b != 0 => st.interrupt(target),
+        Status::Blocked(Block::Futex { .. } | Block::Sleep { .. }) if unblocked => {
+            st.interrupt(target)
+        }
+        Status::Ready if unblocked => st.refile(target),
+        _ => {}
+    }
+}
+
+/// The thread a signal sent to the process goes to: the sender unless it
+/// blocks it, else a thread waiting for it in `sigwait`, else the first
+/// live thread that does not block it, else the sender (where it stays
+/// pending).
+fn process_target(st: &RunState, tid: Tid, sig: u32) -> Tid {
+    let b = if (1..=64).contains(&sig) { bit(sig) } else { 0 };
+    if st.threads[tid as usize].sig_mask & b == 0 {
+        return tid;
+    }
+    let waiting = st
+        .threads
+        .iter()
+        .position(|t| matches!(t.status, Status::Blocked(Block::Signal { set }) if set & b != 0));
+    let open = || {
+        st.threads
+            .iter()
+            .position(|t| !matches!(t.status, Status::Done) && t.sig_mask & b == 0)
+    };
+    waiting.or_else(open).map_or(tid, |t| t as Tid)
+}
+
+/// Adds the `heddle.sig_*` functions to `linker`.
+pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
+    let m = SdkImport::MODULE;
+    linker.func_wrap(
+        m,
+        SdkImport::SigAction.name(),
+        |caller: Caller<'_, ThreadCtx>, sig: u32, kind: u32, func: u32| -> HostResult<()> {
+            if !(1..=64).contains(&sig) {
+                return Ok(());
+            }
+            let b = bit(sig);
+            let mut st = caller.data().run.get();
+            let s = &mut st.signals;
+            s.handled &= !b;
+            s.ignored &= !b;
+            match kind {
+                1 => s.ignored |= b,
+                2 => {
+                    s.handled |= b;
+                    s.deliver = Some(func);
+                }
+                _ => {}
+            }
+            if discarded(st.signals.handled, st.signals.ignored, b) {
+                // POSIX: setting a pending signal to be ignored discards it.
+                for th in st.threads.iter_mut() {
+                    th.sig_pending &= !b;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    linker.func_wrap_async(
+        m,
+        SdkImport::SigMask.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (how, set): (u32, u64)| {
+            Box::new(async move {
+                let tid = caller.data().tid;
+                let (old, deliver) = {
+                    let mut st = caller.data().run.get();
+                    let th = &mut st.threads[tid as usize];
+                    let old = th.sig_mask;
+                    th.sig_mask = match how {
+                        0 => old | set,
+                        1 => old & !set,
+                        2 => set,
+                        _ => old,
+                    } & !UNBLOCKABLE;
+                    (old, st.signal_ready(tid))
+                };
+                if deliver {
+                    deliver_signals(&mut caller).await?;
+                }
+                Ok(old)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        m,
+        SdkImport::SigKill.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (thread, sig): (u32, u32)| {
+            Box::new(async move {
+                let tid = caller.data().tid;
+                let to_self = {
+                    let mut st = caller.data().run.get();
+                    let target = match thread {
+                        0 => Some(tid),
+                        u32::MAX => Some(process_target(&st, tid, sig)),
+                        _ => st.handles.get(thread).copied(),
+                    };
+                    let Some(target) =
+                        target.filter(|&t| !matches!(st.threads[t as usize].status, Status::Done))
+                    else {
+                        return Ok(-1);
+                    };
+                    if !(1..=64).contains(&sig) {
+                        return Ok(0);
+                    }
+                    send(&mut st, target, sig);
+                    target == tid && st.signal_ready(tid)
+                };
+                if to_self {
+                    // POSIX: a signal a thread sends itself is delivered
+                    // before the call returns.
+                    deliver_signals(&mut caller).await?;
+                }
+                Ok(0)
+            })
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        SdkImport::SigPending.name(),
+        |caller: Caller<'_, ThreadCtx>| -> u64 {
+            let tid = caller.data().tid;
+            caller.data().run.get().threads[tid as usize].sig_pending
+        },
+    )?;
+    linker.func_wrap_async(
+        m,
+        SdkImport::SigWait.name(),
+        |mut caller: Caller<'_, ThreadCtx>, (set, suspend): (u64, u32)| {
+            Box::new(async move {
+                let tid = caller.data().tid;
+                let run = caller.data().run.clone();
+                let old = {
+                    let mut st = run.get();
+                    let th = &mut st.threads[tid as usize];
+                    let old = th.sig_mask;
+                    if suspend != 0 {
+                        th.sig_mask = set & !UNBLOCKABLE;
+                    }
+                    old
+                };
+                loop {
+                    let wait_for = {
+                        let mut st = run.get();
+                        let th = &mut st.threads[tid as usize];
+                        if suspend == 0 {
+                            let got = th.sig_pending & set;
+                            if got != 0 {
+                                let sig = got.trailing_zeros() + 1;
+                                th.sig_pending &= !bit(sig);
+                                return Ok(sig as i32);
+                            }
+                            set
+                        } else if st.signal_ready(tid) {
+                            break;
+                        } else {
+                            !st.threads[tid as usize].sig_mask
+                        }
+                    };
+                    {
+                        let mut st = run.get();
+                        let site = st.pending(tid).site;
+                        st.block(tid, Block::Signal { set: wait_for }, site)
+                            .map_err(|_| end_err())?;
+                    }
+                    wait_turn(&mut caller).await?;
+                }
+                deliver_signals(&mut caller).await?;
+                run.get().threads[tid as usize].sig_mask = old;
+                Ok(0)
+            })
+        },
+    )?;
+    Ok(())
+}
