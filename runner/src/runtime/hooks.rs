@@ -35,6 +35,22 @@ impl std::fmt::Display for ThreadExit {
 }
 impl std::error::Error for ThreadExit {}
 
+/// A signal whose default action ends the process was delivered: the run
+/// ends with a `signal` trap naming it.
+#[derive(Debug)]
+pub struct Killed(pub u32);
+
+impl std::fmt::Display for Killed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "killed by {} (its default action; no handler)",
+            crate::model::signals::name(self.0)
+        )
+    }
+}
+impl std::error::Error for Killed {}
+
 /// Resolves when `tid` is the current thread again (or the run ended).
 struct Turn {
     run: Arc<RunCell>,
@@ -341,37 +357,29 @@ fn notify_now(caller: &Caller<'_, ThreadCtx>, site: u32, ea: u32, count: u32) ->
 /// delivery function, which the host calls re-entrantly by its table index),
 /// a default action ends the run or does nothing (`runtime::signals`).
 pub async fn deliver_signals(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
-    use crate::model::signals::{bit, discarded, name};
+    use crate::model::signals::{bit, discarded};
     let tid = caller.data().tid;
     loop {
         let (sig, func) = {
             let run = caller.data().run.clone();
             let mut st = run.get();
+            let process = st.signals.process;
             let th = &mut st.threads[tid as usize];
-            let ready = th.sig_pending & !th.sig_mask;
+            let ready = (th.sig_pending | process) & !th.sig_mask;
             if ready == 0 {
                 return Ok(());
             }
             let sig = ready.trailing_zeros() + 1;
             let b = bit(sig);
             th.sig_pending &= !b;
+            st.signals.process &= !b;
             let signals = st.signals;
             if signals.handled & b != 0 {
                 (sig, signals.deliver)
             } else if discarded(signals.handled, signals.ignored, b) {
                 continue;
             } else {
-                drop(st);
-                let stack = raw_stack(caller);
-                caller.data().run.get().end(Outcome::Assertion {
-                    message: format!(
-                        "killed by {}: the signal's default action ends the process (no handler)",
-                        name(sig)
-                    ),
-                    tid,
-                    stack,
-                });
-                return Err(end_err());
+                return Err(wasmtime::Error::new(Killed(sig)));
             }
         };
         let func = func.ok_or_else(|| wasmtime::Error::msg("no signal delivery function"))?;

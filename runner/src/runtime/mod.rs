@@ -1860,6 +1860,7 @@ impl Executor<'_> {
                 }
                 let trap = match e.downcast_ref::<Uncaught>() {
                     Some(_) => "uncaught-exception".to_string(),
+                    None if e.downcast_ref::<hooks::Killed>().is_some() => "signal".to_string(),
                     None => e
                         .downcast_ref::<wasmtime::Trap>()
                         .map(trap_name)

@@ -46,12 +46,11 @@ fn send(st: &mut RunState, target: Tid, sig: u32) {
 
 /// The thread a signal sent to the process goes to: the sender unless it
 /// blocks it, else a thread waiting for it in `sigwait`, else the first
-/// live thread that does not block it, else the sender (where it stays
-/// pending).
-fn process_target(st: &RunState, tid: Tid, sig: u32) -> Tid {
-    let b = if (1..=64).contains(&sig) { bit(sig) } else { 0 };
+/// live thread that does not block it; none when every thread blocks it
+/// (it stays pending for the process).
+fn process_target(st: &RunState, tid: Tid, b: u64) -> Option<Tid> {
     if st.threads[tid as usize].sig_mask & b == 0 {
-        return tid;
+        return Some(tid);
     }
     let waiting = st
         .threads
@@ -62,7 +61,7 @@ fn process_target(st: &RunState, tid: Tid, sig: u32) -> Tid {
             .iter()
             .position(|t| !matches!(t.status, Status::Done) && t.sig_mask & b == 0)
     };
-    waiting.or_else(open).map_or(tid, |t| t as Tid)
+    waiting.or_else(open).map(|t| t as Tid)
 }
 
 /// Adds the `heddle.sig_*` functions to `linker`.
@@ -93,6 +92,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 for th in st.threads.iter_mut() {
                     th.sig_pending &= !b;
                 }
+                st.signals.process &= !b;
             }
             Ok(())
         },
@@ -130,9 +130,22 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 let tid = caller.data().tid;
                 let to_self = {
                     let mut st = caller.data().run.get();
+                    if thread == u32::MAX {
+                        if (1..=64).contains(&sig) {
+                            let b = bit(sig);
+                            match process_target(&st, tid, b) {
+                                Some(target) => send(&mut st, target, sig),
+                                None if !discarded(st.signals.handled, st.signals.ignored, b) => {
+                                    st.signals.sent = true;
+                                    st.signals.process |= b;
+                                }
+                                None => {}
+                            }
+                        }
+                        return Ok(0);
+                    }
                     let target = match thread {
                         0 => Some(tid),
-                        u32::MAX => Some(process_target(&st, tid, sig)),
                         _ => st.handles.get(thread).copied(),
                     };
                     let Some(target) =
@@ -160,7 +173,8 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         SdkImport::SigPending.name(),
         |caller: Caller<'_, ThreadCtx>| -> u64 {
             let tid = caller.data().tid;
-            caller.data().run.get().threads[tid as usize].sig_pending
+            let st = caller.data().run.get();
+            st.threads[tid as usize].sig_pending | st.signals.process
         },
     )?;
     linker.func_wrap_async(
@@ -182,12 +196,14 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 loop {
                     let wait_for = {
                         let mut st = run.get();
+                        let process = st.signals.process;
                         let th = &mut st.threads[tid as usize];
                         if suspend == 0 {
-                            let got = th.sig_pending & set;
+                            let got = (th.sig_pending | process) & set;
                             if got != 0 {
                                 let sig = got.trailing_zeros() + 1;
                                 th.sig_pending &= !bit(sig);
+                                st.signals.process &= !bit(sig);
                                 return Ok(sig as i32);
                             }
                             set

@@ -684,6 +684,9 @@ pub struct Signals {
     pub deliver: Option<u32>,
     /// Some signal was ever sent in this run (the hooks' cheap test).
     pub sent: bool,
+    /// Signals sent to the process that every thread blocked: the first
+    /// thread to unblock or wait for one takes it.
+    pub process: u64,
 }
 
 /// The threads that can run, as a decision reads them.
@@ -1501,7 +1504,7 @@ impl RunState {
     #[inline]
     pub fn signal_ready(&self, tid: Tid) -> bool {
         let th = &self.threads[tid as usize];
-        th.sig_pending & !th.sig_mask != 0
+        (th.sig_pending | self.signals.process) & !th.sig_mask != 0
     }
 
     /// At a yield point of `tid` with a signal ready for it: whether to
