@@ -207,3 +207,19 @@ fn the_header_compiles_under_feature_macros() {
         assert!(out.status.success(), "{define}:\n{}", text(&out.stderr));
     }
 }
+
+/// `sigwait` is a wait the scheduler sees: with nobody to send the signal,
+/// the run is a deadlock naming what the thread waits for.
+#[test]
+fn a_sigwait_nobody_answers_is_a_deadlock() {
+    let out = run_misc("LONELY");
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let verdict = stdout.lines().next().unwrap_or_default();
+    assert!(
+        verdict.starts_with("verdict: deadlock: thread 0 waits at main (sig_misc.c:")
+            && verdict.contains("for a signal (")
+            && verdict.contains("SIGUSR1"),
+        "{stdout}"
+    );
+}

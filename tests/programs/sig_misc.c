@@ -4,6 +4,7 @@
  *   SLEEP       a handled SIGUSR1 cuts a thread's sleep and nanosleep short.
  *   SUSPEND     sigsuspend and pause return after a handler (SA_RESETHAND
  *               and signal() too).
+ *   LONELY      main waits in sigwait for a signal nobody sends: deadlock.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <assert.h>
@@ -129,6 +130,14 @@ int main(void) {
     raise(SIGUSR2); /* delivered before raise returns */
     assert(atomic_load(&handled) == SIGUSR1 + SIGUSR2);
     printf("sigsuspend, SA_RESETHAND and signal work\n");
+#endif
+#ifdef LONELY
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int sig;
+    sigwait(&set, &sig);
 #endif
     return 0;
 }

@@ -1212,6 +1212,33 @@ impl Program {
                     },
                     stack,
                 });
+            } else if let Status::Blocked(crate::model::Block::Signal { set }) = t.status {
+                // In sigwait, sigsuspend or pause: the object is the
+                // signals it waits for.
+                let stack = self.symbolize(&t.block_stack);
+                let names: Vec<String> = (1..=64u32)
+                    .filter(|&s| set & crate::model::signals::bit(s) != 0)
+                    .take(4)
+                    .map(crate::model::signals::name)
+                    .collect();
+                threads.push(BlockedThread {
+                    tid: i as Tid,
+                    name: t.name.clone(),
+                    addr: 0,
+                    object: Some(format!("a signal ({})", names.join(", "))),
+                    owner: None,
+                    holds: t
+                        .holds
+                        .iter()
+                        .map(|&(a, site)| HeldLock {
+                            addr: a,
+                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                            site: self.site_text(site),
+                        })
+                        .collect(),
+                    waits_at: user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
+                    stack,
+                });
             }
         }
         Verdict::Deadlock { threads }

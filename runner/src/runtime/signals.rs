@@ -15,7 +15,7 @@
 //! returns as if woken (the C library waits again) and the sleep returns
 //! early.
 
-use super::hooks::{deliver_signals, end_err, wait_turn, HostResult};
+use super::hooks::{deliver_signals, end_err, raw_stack, wait_turn, HostResult};
 use super::state::RunState;
 use super::ThreadCtx;
 use crate::instrument::SdkImport;
@@ -213,8 +213,10 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                             !st.threads[tid as usize].sig_mask
                         }
                     };
+                    let stack = raw_stack(&caller);
                     {
                         let mut st = run.get();
+                        st.threads[tid as usize].block_stack = stack;
                         let site = st.pending(tid).site;
                         st.block(tid, Block::Signal { set: wait_for }, site)
                             .map_err(|_| end_err())?;
