@@ -29,6 +29,8 @@ __attribute__((import_module("heddle"), import_name("sig_pending")))
 uint64_t __heddle_sig_pending(void);
 __attribute__((import_module("heddle"), import_name("sig_wait")))
 int __heddle_sig_wait(uint64_t set, int suspend);
+__attribute__((import_module("heddle"), import_name("sig_alarm")))
+uint64_t __heddle_sig_alarm(uint64_t ns);
 
 /* sig_mask's `how` that only reads the mask. */
 #define MASK_READ 3
@@ -228,6 +230,12 @@ int sigsuspend(const sigset_t *mask) {
     __heddle_sig_wait(widen(*mask), 1);
     errno = EINTR;
     return -1;
+}
+
+/* SIGALRM to the process after `seconds` of heddle's virtual time. */
+unsigned __heddle_alarm(unsigned seconds) {
+    uint64_t left = __heddle_sig_alarm((uint64_t)seconds * 1000000000ull);
+    return (unsigned)((left + 999999999ull) / 1000000000ull);
 }
 
 int pause(void) {

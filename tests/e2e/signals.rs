@@ -7,7 +7,7 @@
 //! replays reproduce it byte for byte, the fixed build (the signal blocked
 //! around the update) passes every run, and seeds deliver at different
 //! points. `sig_misc.c` checks one call at a time: `raise(SIGTERM)` with no
-//! handler, `sigwait`, a sleep cut short, `sigsuspend`.
+//! handler, `sigwait`, a sleep cut short, `sigsuspend`, `alarm`.
 
 use crate::common::*;
 use std::collections::BTreeSet;
@@ -137,6 +137,17 @@ fn a_handled_signal_cuts_a_sleep_short() {
 }
 
 #[test]
+fn alarm_on_the_virtual_clock_ends_a_pause_and_a_sleep() {
+    let out = run_misc("ALARM");
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("alarm ended pause after 2 s and sleep early"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn sigsuspend_delivers_a_pending_signal_and_returns() {
     let out = run_misc("SUSPEND");
     let stdout = stdout_of(&out);
@@ -150,7 +161,7 @@ fn sigsuspend_delivers_a_pending_signal_and_returns() {
 /// Every signal call of the sequence holds in every schedule.
 #[test]
 fn the_signal_calls_hold_in_every_schedule() {
-    for case in ["SIGWAIT", "SLEEP", "SUSPEND"] {
+    for case in ["SIGWAIT", "SLEEP", "SUSPEND", "ALARM"] {
         let dir = tempdir();
         let camp = dir.path().join("campaign");
         let define = format!("-D{case}");

@@ -5,6 +5,7 @@
  *   SUSPEND     sigsuspend and pause return after a handler (SA_RESETHAND
  *               and signal() too).
  *   LONELY      main waits in sigwait for a signal nobody sends: deadlock.
+ *   ALARM       alarm() on the virtual clock ends a pause and a sleep.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <assert.h>
@@ -130,6 +131,24 @@ int main(void) {
     raise(SIGUSR2); /* delivered before raise returns */
     assert(atomic_load(&handled) == SIGUSR1 + SIGUSR2);
     printf("sigsuspend, SA_RESETHAND and signal work\n");
+#endif
+#ifdef ALARM
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_signal;
+    sigaction(SIGALRM, &act, NULL);
+    assert(alarm(5) == 0);
+    assert(alarm(0) == 5 && "alarm returns what was left");
+    double t0 = now();
+    alarm(2);
+    int r = pause();
+    double waited = now() - t0;
+    assert(r == -1 && errno == EINTR && atomic_load(&handled) == SIGALRM);
+    assert(waited >= 2 && waited < 3);
+    alarm(1);
+    unsigned left = sleep(30);
+    assert(left > 0 && atomic_load(&handled) == 2 * SIGALRM);
+    printf("alarm ended pause after %.0f s and sleep early\n", waited);
 #endif
 #ifdef LONELY
     sigset_t set;

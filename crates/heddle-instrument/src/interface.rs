@@ -171,6 +171,10 @@ host_calls! {
         /// the mask to wait under and the signal is delivered instead
         /// (`sigsuspend`, `pause`).
         SigWait = "sig_wait" (I64, I32) -> (I32);
+        /// `sig_alarm(ns) -> left`: `SIGALRM` goes to the process `ns`
+        /// virtual nanoseconds from now (0: never); returns the
+        /// nanoseconds that were left before the previous one.
+        SigAlarm = "sig_alarm" (I64) -> (I64);
     }
 }
 

@@ -16,53 +16,11 @@
 //! early.
 
 use super::hooks::{deliver_signals, end_err, raw_stack, wait_turn, HostResult};
-use super::state::RunState;
 use super::ThreadCtx;
 use crate::instrument::SdkImport;
 use crate::model::signals::{bit, discarded, UNBLOCKABLE};
-use crate::model::{Block, Status, Tid};
+use crate::model::{Block, Status};
 use wasmtime::{Caller, Linker};
-
-/// Sends `sig` to thread `target`: pending, and a thread blocked where the
-/// signal can reach it is woken.
-fn send(st: &mut RunState, target: Tid, sig: u32) {
-    let b = bit(sig);
-    if discarded(st.signals.handled, st.signals.ignored, b) {
-        return;
-    }
-    st.signals.sent = true;
-    let th = &mut st.threads[target as usize];
-    th.sig_pending |= b;
-    let unblocked = th.sig_mask & b == 0;
-    match th.status {
-        Status::Blocked(Block::Signal { set }) if set & b != 0 => st.interrupt(target),
-        Status::Blocked(Block::Futex { .. } | Block::Sleep { .. }) if unblocked => {
-            st.interrupt(target)
-        }
-        Status::Ready if unblocked => st.refile(target),
-        _ => {}
-    }
-}
-
-/// The thread a signal sent to the process goes to: the sender unless it
-/// blocks it, else a thread waiting for it in `sigwait`, else the first
-/// live thread that does not block it; none when every thread blocks it
-/// (it stays pending for the process).
-fn process_target(st: &RunState, tid: Tid, b: u64) -> Option<Tid> {
-    if st.threads[tid as usize].sig_mask & b == 0 {
-        return Some(tid);
-    }
-    let waiting = st
-        .threads
-        .iter()
-        .position(|t| matches!(t.status, Status::Blocked(Block::Signal { set }) if set & b != 0));
-    let open = || {
-        st.threads
-            .iter()
-            .position(|t| !matches!(t.status, Status::Done) && t.sig_mask & b == 0)
-    };
-    waiting.or_else(open).map(|t| t as Tid)
-}
 
 /// Adds the `heddle.sig_*` functions to `linker`.
 pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
@@ -132,15 +90,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     let mut st = caller.data().run.get();
                     if thread == u32::MAX {
                         if (1..=64).contains(&sig) {
-                            let b = bit(sig);
-                            match process_target(&st, tid, b) {
-                                Some(target) => send(&mut st, target, sig),
-                                None if !discarded(st.signals.handled, st.signals.ignored, b) => {
-                                    st.signals.sent = true;
-                                    st.signals.process |= b;
-                                }
-                                None => {}
-                            }
+                            st.send_to_process(Some(tid), sig);
                         }
                         return Ok(0);
                     }
@@ -156,7 +106,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     if !(1..=64).contains(&sig) {
                         return Ok(0);
                     }
-                    send(&mut st, target, sig);
+                    st.send_signal(target, sig);
                     target == tid && st.signal_ready(tid)
                 };
                 if to_self {
@@ -227,6 +177,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 run.get().threads[tid as usize].sig_mask = old;
                 Ok(0)
             })
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        SdkImport::SigAlarm.name(),
+        |caller: Caller<'_, ThreadCtx>, ns: u64| -> u64 {
+            let mut st = caller.data().run.get();
+            let deadline = (ns > 0).then(|| st.clock.now().saturating_add(ns));
+            st.set_alarm(deadline)
         },
     )?;
     Ok(())

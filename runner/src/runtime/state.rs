@@ -23,6 +23,7 @@ use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
+use crate::model::signals;
 use crate::model::wordlock::WordLocks;
 use crate::model::{
     AddrMap, Block, Clock, EventKind, FutexTable, Pending, RawFrame, Status, Tid, NO_SITE,
@@ -672,6 +673,12 @@ pub struct RunState {
     random: GuestRandom,
 }
 
+/// The timers' entry of the process's `alarm` (no thread has this id).
+pub const ALARM: Tid = Tid::MAX;
+
+/// `SIGALRM`.
+const SIGALRM: u32 = 14;
+
 /// The process's signal dispositions (bit `sig - 1` of each set); a
 /// thread's mask and pending signals are in its [`ThreadRec`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -687,6 +694,9 @@ pub struct Signals {
     /// Signals sent to the process that every thread blocked: the first
     /// thread to unblock or wait for one takes it.
     pub process: u64,
+    /// When `alarm` sends `SIGALRM` (virtual time; in the timers under
+    /// [`ALARM`]).
+    pub alarm: Option<u64>,
 }
 
 /// The threads that can run, as a decision reads them.
@@ -1521,6 +1531,77 @@ impl RunState {
         self.set_pending(tid, p);
     }
 
+    /// Sets the process's alarm to `deadline` (none: cancelled); returns
+    /// the time that was left of the previous one.
+    pub fn set_alarm(&mut self, deadline: Option<u64>) -> u64 {
+        let now = self.clock.now();
+        let left = match self.signals.alarm.take() {
+            Some(d) => {
+                self.timers.remove(&(d, ALARM));
+                d.saturating_sub(now).max(1)
+            }
+            None => 0,
+        };
+        if let Some(d) = deadline {
+            self.signals.alarm = Some(d);
+            self.timers.insert((d, ALARM));
+        }
+        left
+    }
+
+    /// Sends `sig` to thread `target`: pending, and a thread blocked where
+    /// the signal can reach it is woken (`runtime::signals`).
+    pub fn send_signal(&mut self, target: Tid, sig: u32) {
+        let b = signals::bit(sig);
+        if signals::discarded(self.signals.handled, self.signals.ignored, b) {
+            return;
+        }
+        self.signals.sent = true;
+        let th = &mut self.threads[target as usize];
+        th.sig_pending |= b;
+        let unblocked = th.sig_mask & b == 0;
+        match th.status {
+            Status::Blocked(Block::Signal { set }) if set & b != 0 => self.interrupt(target),
+            Status::Blocked(Block::Futex { .. } | Block::Sleep { .. }) if unblocked => {
+                self.interrupt(target)
+            }
+            Status::Ready if unblocked => self.refile(target),
+            _ => {}
+        }
+    }
+
+    /// Sends `sig` to the process, from thread `sender` (none: the alarm):
+    /// to the sender unless it blocks it, else to a thread waiting for it
+    /// in `sigwait`, else to the first live thread that does not block it;
+    /// when every thread blocks it, it stays pending for the process.
+    pub fn send_to_process(&mut self, sender: Option<Tid>, sig: u32) {
+        let b = signals::bit(sig);
+        if signals::discarded(self.signals.handled, self.signals.ignored, b) {
+            return;
+        }
+        let live = |t: &ThreadRec| !matches!(t.status, Status::Done);
+        let target = sender
+            .filter(|&t| self.threads[t as usize].sig_mask & b == 0)
+            .or_else(|| {
+                self.threads.iter().position(|t| {
+                    matches!(t.status, Status::Blocked(Block::Signal { set }) if set & b != 0)
+                }).map(|t| t as Tid)
+            })
+            .or_else(|| {
+                self.threads
+                    .iter()
+                    .position(|t| live(t) && t.sig_mask & b == 0)
+                    .map(|t| t as Tid)
+            });
+        match target {
+            Some(t) => self.send_signal(t, sig),
+            None => {
+                self.signals.sent = true;
+                self.signals.process |= b;
+            }
+        }
+    }
+
     /// Wakes blocked thread `tid` for a signal: its wait returns as if
     /// woken (a futex wait) or cut short (a sleep, `sig_wait`).
     pub fn interrupt(&mut self, tid: Tid) {
@@ -1557,6 +1638,11 @@ impl RunState {
                 break;
             }
             self.timers.pop_first();
+            if tid == ALARM {
+                self.signals.alarm = None;
+                self.send_to_process(None, SIGALRM);
+                continue;
+            }
             let th = &self.threads[tid as usize];
             if let Status::Blocked(b) = th.status {
                 if let Block::Futex { addr, .. } = b {
