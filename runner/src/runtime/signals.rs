@@ -46,11 +46,18 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                 _ => {}
             }
             if discarded(st.signals.handled, st.signals.ignored, b) {
-                // POSIX: setting a pending signal to be ignored discards it.
-                for th in st.threads.iter_mut() {
-                    th.sig_pending &= !b;
-                }
+                // POSIX: setting a pending signal to be ignored discards it
+                // (a ready thread is filed again: it may wait for a lock).
                 st.signals.process &= !b;
+                for t in 0..st.threads.len() {
+                    let th = &mut st.threads[t];
+                    if th.sig_pending & b != 0 {
+                        th.sig_pending &= !b;
+                        if th.status == Status::Ready {
+                            st.refile(t as crate::model::Tid);
+                        }
+                    }
+                }
             }
             Ok(())
         },
