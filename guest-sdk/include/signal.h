@@ -1,15 +1,26 @@
 /*
  * <signal.h> for heddle: wasi-libc's header, plus the POSIX signal calls it
- * hides (signal sets, masks, sigaction, kill). The guest SDK compatibility
- * library implements them: signal sets and masks work (no signal is ever
- * delivered asynchronously in the sandbox), calls that would need real
- * signals return -1 with errno ENOSYS and say so on stderr.
+ * hides (signal sets, masks, sigaction, kill, pthread_kill, sigwait,
+ * sigsuspend, pause). The guest SDK compatibility library implements them
+ * on heddle's scheduler: a signal sent to a thread is delivered at one of
+ * its yield points the strategy chooses, and its handler runs on that
+ * thread (docs/guide/signals.md).
+ *
+ * wasi-libc's sigset_t is one byte: signal n is bit (n - 1) % 8, so a set
+ * holding one signal holds the signals 8, 16, ... apart from it too.
  */
 #include_next <signal.h>
 
 #if defined(__wasm__) && !defined(HEDDLE_SIGNAL_H)
 #define HEDDLE_SIGNAL_H
-#include <sys/types.h>
+/* sigset_t, pthread_t, pid_t and uid_t whichever feature macros the program
+ * defined: wasi-libc's header declares them only without any (upstream
+ * musl's types are behind a guard wasi-libc never opens). */
+#define __NEED_sigset_t
+#define __NEED_pthread_t
+#define __NEED_pid_t
+#define __NEED_uid_t
+#include <bits/alltypes.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +39,15 @@ extern "C" {
 #define SA_RESTART 0x10000000
 #define SA_NODEFER 0x40000000
 #define SA_RESETHAND 0x80000000
+#endif
+
+#ifndef SI_USER
+#define SI_USER 0
+#define SI_TKILL (-6)
+#endif
+
+#ifndef NSIG
+#define NSIG _NSIG
 #endif
 
 union sigval {
@@ -70,6 +90,17 @@ int sigaction(int, const struct sigaction *__restrict, struct sigaction *__restr
 int sigpending(sigset_t *);
 int sigwait(const sigset_t *__restrict, int *__restrict);
 int pthread_kill(pthread_t, int);
+int pause(void);
+
+/* signal(), raise() and alarm() are the SDK's, which deliver (wasi-libc's
+ * headers declare them, and a library of the toolchain defines others).
+ * alarm() belongs to <unistd.h>; a program that handles SIGALRM includes
+ * this header too. */
+#ifndef HEDDLE_COMPAT_LIBRARY
+void (*signal(int, void (*)(int)))(int) __asm__("__heddle_signal");
+int raise(int) __asm__("__heddle_raise");
+unsigned alarm(unsigned) __asm__("__heddle_alarm");
+#endif
 
 #ifdef __cplusplus
 }

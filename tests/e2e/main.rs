@@ -26,6 +26,7 @@ mod report;
 mod runs_to_bug;
 mod rust;
 mod rust_sync;
+mod signals;
 mod site_table;
 mod strategies;
 mod suites;

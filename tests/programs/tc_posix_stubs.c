@@ -1,8 +1,8 @@
 /*
  * tc_posix_stubs.c — ordinary server-ish start-up code: block signals in
  * every thread, install a handler, resolve a host, open a socket, load a
- * plugin. It builds and runs under heddle: signal sets and masks work, the
- * rest fails with ENOSYS and the run's stderr names each call.
+ * plugin. It builds and runs under heddle: signal sets, masks and handlers
+ * work, the rest fails with ENOSYS and the run's stderr names each call.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -149,6 +149,32 @@ host_calls! {
         /// `thread_exit(value)`: `pthread_exit`, ending the thread with
         /// `value`.
         ThreadExit = "thread_exit" (I32) -> ();
+        /// `sig_action(sig, kind, deliver)`: signal `sig`'s disposition
+        /// becomes the default action (`kind` 0), ignored (1) or a handler
+        /// (2), which the host runs by calling table function
+        /// `deliver(sig)` on the receiving thread.
+        SigAction = "sig_action" (I32, I32, I32) -> ();
+        /// `sig_mask(how, set) -> old`: the calling thread's signal mask,
+        /// changed by `how` (0 block, 1 unblock, 2 set, 3 only read); a
+        /// pending signal it unblocks is delivered before the call returns.
+        SigMask = "sig_mask" (I32, I64) -> (I64);
+        /// `sig_kill(thread, sig) -> i32`: makes `sig` pending for the
+        /// thread whose `pthread_t` is `thread` (0: the calling thread, -1:
+        /// the process, one of its threads that does not block `sig`); a
+        /// signal to the caller is delivered before the call returns. 0, or
+        /// -1 when no such thread lives.
+        SigKill = "sig_kill" (I32, I32) -> (I32);
+        /// `sig_pending() -> set`: the calling thread's pending signals.
+        SigPending = "sig_pending" () -> (I64);
+        /// `sig_wait(set, suspend) -> sig`: blocks until a signal of `set`
+        /// is pending and takes it (`sigwait`); with `suspend`, `set` is
+        /// the mask to wait under and the signal is delivered instead
+        /// (`sigsuspend`, `pause`).
+        SigWait = "sig_wait" (I64, I32) -> (I32);
+        /// `sig_alarm(ns) -> left`: `SIGALRM` goes to the process `ns`
+        /// virtual nanoseconds from now (0: never); returns the
+        /// nanoseconds that were left before the previous one.
+        SigAlarm = "sig_alarm" (I64) -> (I64);
     }
 }
 
@@ -176,7 +202,10 @@ mod tests {
     #[test]
     fn the_guest_sdk_declares_the_sdk() {
         let header = include_str!("../../../guest-sdk/include/heddle.h");
-        let compat = include_str!("../../../guest-sdk/compat/compat.c");
+        let compat = concat!(
+            include_str!("../../../guest-sdk/compat/compat.c"),
+            include_str!("../../../guest-sdk/compat/signals.c")
+        );
         let mut guest: Vec<&str> = header
             .split("HEDDLE_IMPORT(\"")
             .skip(1)

@@ -59,6 +59,10 @@ pub const EXPORT_SKIP: &str = "heddle_skip";
 pub const EXPORT_SP: &str = "heddle_sp";
 /// The exported function table, which the host reads for function-pointer calls.
 pub const EXPORT_TABLE: &str = "heddle_table";
+/// The module's own function table (table 0), whose indices are the
+/// guest's function pointers: the host calls a signal delivery function
+/// the guest names by pointer through it.
+pub const EXPORT_FUNCS: &str = "heddle_funcs";
 /// `heddle_thread_entry(tid, start_arg, budget)`, added when the module
 /// exports `wasi_thread_start` and every global it resets is a number: puts
 /// every mutable global (and the skip counter) back to the value it had
@@ -1124,6 +1128,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
         }
         if facts.has_table {
             exports.export(EXPORT_TABLE, ExportKind::Table, start_table);
+            exports.export(EXPORT_FUNCS, ExportKind::Table, 0);
         }
         // Every mutable global, so that the runtime can reset an instance
         // for reuse (see `reuse`); not the budget global, which the runtime
@@ -1251,7 +1256,14 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                 for e in r {
                     let e = e?;
                     let name = e.name;
-                    if [EXPORT_BUDGET, EXPORT_SP, EXPORT_TABLE, EXPORT_ENTRY].contains(&name)
+                    if [
+                        EXPORT_BUDGET,
+                        EXPORT_SP,
+                        EXPORT_TABLE,
+                        EXPORT_FUNCS,
+                        EXPORT_ENTRY,
+                    ]
+                    .contains(&name)
                         || name.starts_with(super::reuse::GLOBAL_PREFIX)
                         || name.starts_with(SAVED_PREFIX)
                     {

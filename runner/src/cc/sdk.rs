@@ -188,7 +188,7 @@ pub fn build(tc: &Toolchain, out: &Path) -> Result<()> {
             .arg(format!("-I{}", tmp.join("include").display()))
             // No -g: the compatibility library is library code, which runs
             // atomically between its own atomics.
-            .args(["-O2", "-c", "-Wall", "-Werror"])
+            .args(["-O2", "-c", "-Wall", "-Werror", "-DHEDDLE_COMPAT_LIBRARY"])
             .arg(&src)
             .arg("-o")
             .arg(&obj);

@@ -7,6 +7,7 @@ pub(crate) mod clock;
 pub(crate) mod futex;
 pub mod hb;
 pub(crate) mod heap;
+pub(crate) mod signals;
 pub mod wordlock;
 
 pub use addrmap::AddrMap;
@@ -219,6 +220,12 @@ pub enum Block {
         /// The virtual time it wakes at.
         deadline: u64,
     },
+    /// In `sigwait`, `sigsuspend` or `pause`, until one of `set` (bit
+    /// `sig - 1`) is sent to it.
+    Signal {
+        /// The signals it waits for.
+        set: u64,
+    },
 }
 
 impl Block {
@@ -227,6 +234,7 @@ impl Block {
         match *self {
             Block::Futex { deadline, .. } => deadline,
             Block::Sleep { deadline } => Some(deadline),
+            Block::Signal { .. } => None,
         }
     }
 }

@@ -35,6 +35,22 @@ impl std::fmt::Display for ThreadExit {
 }
 impl std::error::Error for ThreadExit {}
 
+/// A signal whose default action ends the process was delivered: the run
+/// ends with a `signal` trap naming it.
+#[derive(Debug)]
+pub struct Killed(pub u32);
+
+impl std::fmt::Display for Killed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "killed by {} (its default action; no handler)",
+            crate::model::signals::name(self.0)
+        )
+    }
+}
+impl std::error::Error for Killed {}
+
 /// Resolves when `tid` is the current thread again (or the run ended).
 struct Turn {
     run: Arc<RunCell>,
@@ -225,6 +241,12 @@ async fn futex_wait(
     if !equal {
         return Ok(1);
     }
+    if caller.data().run.get().signal_ready(caller.data().tid) {
+        // A signal came before the wait: taken instead of waiting (the
+        // wait returns as a wake, and the C library waits again).
+        deliver_signals(caller).await?;
+        return Ok(0);
+    }
     let (run, tid, started) = (
         caller.data().run.clone(),
         caller.data().tid,
@@ -258,7 +280,16 @@ async fn futex_wait(
             .map_err(|_| end_err())?;
     }
     wait_turn(caller).await?;
-    let r = run.get().threads[tid as usize].wake_result;
+    let (r, interrupted) = {
+        let st = run.get();
+        let th = &st.threads[tid as usize];
+        (th.wake_result, th.interrupted)
+    };
+    if interrupted {
+        // Woken for a signal: its handler runs, then the wait returns as a
+        // wake (the C library re-checks its word and waits again).
+        deliver_signals(caller).await?;
+    }
     Ok(r)
 }
 
@@ -321,6 +352,61 @@ fn notify_now(caller: &Caller<'_, ThreadCtx>, site: u32, ea: u32, count: u32) ->
     Ok(woken as i32)
 }
 
+/// Delivers every pending signal the calling thread does not block, lowest
+/// number first: a handler runs on this thread (through the guest's
+/// delivery function, which the host calls re-entrantly by its table index),
+/// a default action ends the run or does nothing (`runtime::signals`).
+pub async fn deliver_signals(caller: &mut Caller<'_, ThreadCtx>) -> HostResult<()> {
+    use crate::model::signals::{bit, discarded};
+    let tid = caller.data().tid;
+    loop {
+        let (sig, func) = {
+            let run = caller.data().run.clone();
+            let mut st = run.get();
+            let process = st.signals.process;
+            let th = &mut st.threads[tid as usize];
+            let ready = (th.sig_pending | process) & !th.sig_mask;
+            if ready == 0 {
+                return Ok(());
+            }
+            let sig = ready.trailing_zeros() + 1;
+            let b = bit(sig);
+            th.sig_pending &= !b;
+            st.signals.process &= !b;
+            let signals = st.signals;
+            if signals.handled & b != 0 {
+                (sig, signals.deliver)
+            } else if discarded(signals.handled, signals.ignored, b) {
+                continue;
+            } else {
+                return Err(wasmtime::Error::new(Killed(sig)));
+            }
+        };
+        let func = func.ok_or_else(|| wasmtime::Error::msg("no signal delivery function"))?;
+        let table = caller
+            .data()
+            .funcs
+            .ok_or_else(|| wasmtime::Error::msg("module exports no function table"))?;
+        let f = table
+            .get(&mut *caller, func as u64)
+            .and_then(|r| r.as_func().flatten().copied())
+            .ok_or(Trap::IndirectCallToNull)?;
+        let f = f.typed::<i32, i32>(&*caller)?;
+        f.call_async(&mut *caller, sig as i32).await?;
+    }
+}
+
+/// Whether the calling thread, before a yield point at `site`, takes its
+/// ready signals now (a decision of the strategy).
+fn signal_here(caller: &Caller<'_, ThreadCtx>, site: u32) -> HostResult<bool> {
+    let ctx = caller.data();
+    let mut st = ctx.run.get();
+    if !st.signals.sent || !st.signal_ready(ctx.tid) {
+        return Ok(false);
+    }
+    st.decide_signal(ctx.tid, site).map_err(|_| end_err())
+}
+
 /// Adds every heddle host function to `linker`.
 pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     let m = RtImport::MODULE;
@@ -344,6 +430,16 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             // The yield point comes first, then the access, which may trap
             // (as it does when the guest skips the yield point).
             let p = pending_access(&st, site, addr, None);
+            if st.signals.sent && st.signal_ready(ctx.tid) && !out_of_bounds(&st, &p) {
+                // A signal may be delivered here, before the access's yield
+                // point (so that the access is seen where it runs, after
+                // the handler). When the strategy says now, the guest's
+                // `switch` (which finds this thread current) delivers.
+                if st.decide_signal(ctx.tid, site).map_err(|_| end_err())? {
+                    st.threads[ctx.tid as usize].sig_resume = Some(p);
+                    return Ok(1);
+                }
+            }
             if st.locks.words.is_some() && matches!(p.kind, EventKind::Rmw | EventKind::Cmpxchg) {
                 // Where a futex word may be taken (for deadlock reports).
                 drop(st);
@@ -354,6 +450,8 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
             match st.yield_point(ctx.tid, p) {
                 Ok(false) if out_of_bounds(&st, &p) => Err(Trap::MemoryOutOfBounds.into()),
                 Ok(false) => match st.check_access(&p) {
+                    // No skips while a signal waits for a yield point.
+                    None if st.signals.sent && st.signal_ready(ctx.tid) => Ok(0),
                     None => {
                         // The fast path: skips for the guarded yield points
                         // that follow (never across an import call, whose own
@@ -436,6 +534,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         |mut caller: Caller<'_, ThreadCtx>, (): ()| {
             Box::new(async move {
                 let budget = turn(&mut caller).await?;
+                let tid = caller.data().tid;
+                let resume = caller.data().run.get().threads[tid as usize]
+                    .sig_resume
+                    .take();
+                if let Some(p) = resume {
+                    // A signal delivered before the yield point of `p`.
+                    deliver_signals(&mut caller).await?;
+                    yield_async(&mut caller, p).await?;
+                }
                 // The access this thread stopped before runs now.
                 check_pending(&caller)?;
                 Ok(budget)
@@ -460,6 +567,9 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
                     addr: 0,
                     len: 0,
                 };
+                if signal_here(&caller, site)? {
+                    deliver_signals(&mut caller).await?;
+                }
                 yield_async(&mut caller, p).await?;
                 Ok(caller.data().run.get().next_budget())
             })

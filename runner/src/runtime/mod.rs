@@ -19,6 +19,7 @@ pub mod plain;
 pub(crate) mod progress;
 pub(crate) mod races;
 pub(crate) mod ready;
+pub(crate) mod signals;
 pub(crate) mod state;
 pub(crate) mod wasi;
 
@@ -82,6 +83,9 @@ pub(crate) struct ThreadCtx {
     pub sp: Option<Global>,
     /// The function table, for `call_catching`.
     pub table: Option<Table>,
+    /// The module's own function table, for calls by function pointer
+    /// (signal delivery).
+    pub funcs: Option<Table>,
     /// False while the instance's start function runs.
     pub started: bool,
 }
@@ -99,6 +103,7 @@ impl ThreadCtx {
             skip: None,
             sp: None,
             table: None,
+            funcs: None,
             started: false,
         })
     }
@@ -421,6 +426,7 @@ impl Program {
         let mut linker: Linker<ThreadCtx> = Linker::new(&engine);
         wasi::add_to_linker(&mut linker)?;
         hooks::add_to_linker(&mut linker)?;
+        signals::add_to_linker(&mut linker)?;
         for imp in module.imports() {
             if !provided(imp.module(), imp.name()) {
                 bail!(
@@ -1215,6 +1221,33 @@ impl Program {
                     },
                     stack,
                 });
+            } else if let Status::Blocked(crate::model::Block::Signal { set }) = t.status {
+                // In sigwait, sigsuspend or pause: the object is the
+                // signals it waits for.
+                let stack = self.symbolize(&t.block_stack);
+                let names: Vec<String> = (1..=64u32)
+                    .filter(|&s| set & crate::model::signals::bit(s) != 0)
+                    .take(4)
+                    .map(crate::model::signals::name)
+                    .collect();
+                threads.push(BlockedThread {
+                    tid: i as Tid,
+                    name: t.name.clone(),
+                    addr: 0,
+                    object: Some(format!("a signal ({})", names.join(", "))),
+                    owner: None,
+                    holds: t
+                        .holds
+                        .iter()
+                        .map(|&(a, site)| HeldLock {
+                            addr: a,
+                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                            site: self.site_text(site),
+                        })
+                        .collect(),
+                    waits_at: user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
+                    stack,
+                });
             }
         }
         Verdict::Deadlock { threads }
@@ -1618,6 +1651,7 @@ impl Executor<'_> {
                 skip: None,
                 sp: None,
                 table: None,
+                funcs: None,
                 started: false,
             },
         );
@@ -1654,6 +1688,7 @@ impl Executor<'_> {
         let skip = instance.get_global(&mut store, instrument::rewrite::EXPORT_SKIP);
         let sp = instance.get_global(&mut store, instrument::rewrite::EXPORT_SP);
         let table = instance.get_table(&mut store, instrument::rewrite::EXPORT_TABLE);
+        let funcs = instance.get_table(&mut store, instrument::rewrite::EXPORT_FUNCS);
         let main = instance
             .get_typed_func(&mut store, "_start")
             .map_err(|e| e.to_string());
@@ -1665,6 +1700,7 @@ impl Executor<'_> {
         data.skip = skip;
         data.sp = sp;
         data.table = table;
+        data.funcs = funcs;
         data.started = true;
         let tls = self.program.stack_layout().tls_global.and_then(|g| {
             instance.get_global(
@@ -1860,6 +1896,7 @@ impl Executor<'_> {
                 }
                 let trap = match e.downcast_ref::<Uncaught>() {
                     Some(_) => "uncaught-exception".to_string(),
+                    None if e.downcast_ref::<hooks::Killed>().is_some() => "signal".to_string(),
                     None => e
                         .downcast_ref::<wasmtime::Trap>()
                         .map(trap_name)
@@ -2131,6 +2168,7 @@ mod interface_tests {
         let module = Module::new(&e, &bytes).unwrap();
         let mut linker: Linker<ThreadCtx> = Linker::new(&e);
         hooks::add_to_linker(&mut linker).unwrap();
+        signals::add_to_linker(&mut linker).unwrap();
         linker
             .instantiate_pre(&module)
             .expect("heddle's host functions match their declarations");

@@ -892,6 +892,22 @@ pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Resul
     linker.func_wrap(m, SdkImport::Event.name(), |_name: u32| {})?;
     linker.func_wrap(m, SdkImport::ThreadName.name(), |_name: u32| {})?;
     linker.func_wrap(m, SdkImport::Choose.name(), |_n: u32| 0u32)?;
+    // No signal is sent between threads without heddle; a signal a thread
+    // sends itself is not delivered.
+    linker.func_wrap(m, SdkImport::SigAction.name(), |_: u32, _: u32, _: u32| {})?;
+    linker.func_wrap(m, SdkImport::SigMask.name(), |_: u32, _: u64| 0u64)?;
+    linker.func_wrap(m, SdkImport::SigKill.name(), |_: u32, _: u32| 0i32)?;
+    linker.func_wrap(m, SdkImport::SigPending.name(), || 0u64)?;
+    linker.func_wrap(m, SdkImport::SigAlarm.name(), |_: u64| 0u64)?;
+    linker.func_wrap(
+        m,
+        SdkImport::SigWait.name(),
+        |_: u64, _: u32| -> wasmtime::Result<i32> {
+            Err(wasmtime::Error::msg(
+                "sigwait without heddle's scheduler would wait forever",
+            ))
+        },
+    )?;
     linker.func_wrap(
         m,
         SdkImport::ThreadExit.name(),

@@ -23,6 +23,7 @@ use crate::instrument::sites::{inline_mutex_applies, MUTEX_LOCK_WORD};
 use crate::instrument::{SiteId, SiteInfo, SiteKind, SiteTable};
 use crate::model::hb::Race;
 use crate::model::heap::{Block as HeapBlock, Origin};
+use crate::model::signals;
 use crate::model::wordlock::WordLocks;
 use crate::model::{
     AddrMap, Block, Clock, EventKind, FutexTable, Pending, RawFrame, Status, Tid, NO_SITE,
@@ -117,6 +118,15 @@ pub struct ThreadRec {
     spins: bool,
     /// Result of the wait that blocked this thread: 0 woken, 2 timed out.
     pub wake_result: i32,
+    /// Its pending signals (bit `sig - 1`) and its signal mask.
+    pub sig_pending: u64,
+    pub sig_mask: u64,
+    /// A signal delivery was decided at a sync hook, before the yield point
+    /// of this event: the `switch` the guest calls next delivers, then
+    /// makes the yield point.
+    pub sig_resume: Option<Pending>,
+    /// Its wait or sleep ended early for a signal.
+    pub interrupted: bool,
     /// Site of the wait/sleep it blocked at.
     pub block_site: SiteId,
     /// Its stack when it blocked (only captured with diagnostics).
@@ -214,6 +224,10 @@ impl ThreadRec {
             worked_at: 0,
             spins: false,
             wake_result: 0,
+            sig_pending: 0,
+            sig_mask: 0,
+            sig_resume: None,
+            interrupted: false,
             block_site: NO_SITE,
             block_stack: Vec::new(),
             last_event: None,
@@ -653,8 +667,36 @@ pub struct RunState {
     pub checkers: Checkers,
     /// `pthread_t` values of threads created in user code.
     pub handles: AddrMap<Tid>,
+    /// Signal dispositions (`runtime::signals`).
+    pub signals: Signals,
     /// The guest's `random_get` stream.
     random: GuestRandom,
+}
+
+/// The timers' entry of the process's `alarm` (no thread has this id).
+pub const ALARM: Tid = Tid::MAX;
+
+/// `SIGALRM`.
+const SIGALRM: u32 = 14;
+
+/// The process's signal dispositions (bit `sig - 1` of each set); a
+/// thread's mask and pending signals are in its [`ThreadRec`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Signals {
+    /// Signals with a handler.
+    pub handled: u64,
+    /// Signals set to be ignored.
+    pub ignored: u64,
+    /// The guest's delivery function (a table index), once a handler is set.
+    pub deliver: Option<u32>,
+    /// Some signal was ever sent in this run (the hooks' cheap test).
+    pub sent: bool,
+    /// Signals sent to the process that every thread blocked: the first
+    /// thread to unblock or wait for one takes it.
+    pub process: u64,
+    /// When `alarm` sends `SIGALRM` (virtual time; in the timers under
+    /// [`ALARM`]).
+    pub alarm: Option<u64>,
 }
 
 /// The threads that can run, as a decision reads them.
@@ -857,6 +899,7 @@ impl RunState {
                 races: Races::new(races, old_races),
             },
             handles,
+            signals: Signals::default(),
             random: GuestRandom::new(seed),
         }
     }
@@ -949,6 +992,8 @@ impl RunState {
         self.threads.push(ThreadRec::new(start_arg));
         self.runnable.slots.push(Slot::new(tid));
         self.threads[tid as usize].parent = parent;
+        // A new thread inherits its creator's signal mask.
+        self.threads[tid as usize].sig_mask = self.threads[parent as usize].sig_mask;
         if let Some(races) = &mut self.checkers.races {
             races.spawn(parent, tid);
         }
@@ -972,7 +1017,9 @@ impl RunState {
     /// Sets what thread `tid` does next.
     #[inline]
     fn set_pending(&mut self, tid: Tid, p: Pending) {
-        let takes_lock = may_take_lock(&self.info, &p);
+        // A thread with a signal to take is not held back by a lock: it
+        // must reach a yield point where the signal can be delivered.
+        let takes_lock = may_take_lock(&self.info, &p) && !self.signal_ready(tid);
         let slot = &mut self.runnable.slots[tid as usize];
         // A ready thread is filed by the lock its event may wait for.
         let refile = slot.ready && (slot.takes_lock || takes_lock);
@@ -1463,6 +1510,127 @@ impl RunState {
             .map(|(_, t)| t)
     }
 
+    /// Whether thread `tid` has a pending signal it does not block.
+    #[inline]
+    pub fn signal_ready(&self, tid: Tid) -> bool {
+        let th = &self.threads[tid as usize];
+        (th.sig_pending | self.signals.process) & !th.sig_mask != 0
+    }
+
+    /// At a yield point of `tid` with a signal ready for it: whether to
+    /// deliver it now, a value decision of the strategy (recorded in the
+    /// replay like every other).
+    pub fn decide_signal(&mut self, tid: Tid, site: SiteId) -> Result<bool, RunEnd> {
+        Ok(self.choose(tid, site, 2)? == 1)
+    }
+
+    /// Files ready thread `tid` again after a signal was sent to it (it
+    /// is no longer left out for waiting on a lock).
+    pub fn refile(&mut self, tid: Tid) {
+        let p = self.pending(tid);
+        self.set_pending(tid, p);
+    }
+
+    /// Sets the process's alarm to `deadline` (none: cancelled); returns
+    /// the time that was left of the previous one.
+    pub fn set_alarm(&mut self, deadline: Option<u64>) -> u64 {
+        let now = self.clock.now();
+        let left = match self.signals.alarm.take() {
+            Some(d) => {
+                self.timers.remove(&(d, ALARM));
+                d.saturating_sub(now).max(1)
+            }
+            None => 0,
+        };
+        if let Some(d) = deadline {
+            self.signals.alarm = Some(d);
+            self.timers.insert((d, ALARM));
+        }
+        left
+    }
+
+    /// Sends `sig` to thread `target`: pending, and a thread blocked where
+    /// the signal can reach it is woken (`runtime::signals`).
+    pub fn send_signal(&mut self, target: Tid, sig: u32) {
+        let b = signals::bit(sig);
+        if signals::discarded(self.signals.handled, self.signals.ignored, b) {
+            return;
+        }
+        self.signals.sent = true;
+        let th = &mut self.threads[target as usize];
+        th.sig_pending |= b;
+        let unblocked = th.sig_mask & b == 0;
+        match th.status {
+            Status::Blocked(Block::Signal { set }) if set & b != 0 => self.interrupt(target),
+            Status::Blocked(Block::Futex { .. } | Block::Sleep { .. }) if unblocked => {
+                self.interrupt(target)
+            }
+            Status::Ready if unblocked => self.refile(target),
+            _ => {}
+        }
+    }
+
+    /// Sends `sig` to the process, from thread `sender` (none: the alarm):
+    /// to the sender unless it blocks it, else to a thread waiting for it
+    /// in `sigwait`, else to the first live thread that does not block it;
+    /// when every thread blocks it, it stays pending for the process.
+    pub fn send_to_process(&mut self, sender: Option<Tid>, sig: u32) {
+        let b = signals::bit(sig);
+        if signals::discarded(self.signals.handled, self.signals.ignored, b) {
+            return;
+        }
+        let live = |t: &ThreadRec| !matches!(t.status, Status::Done);
+        let target = sender
+            .filter(|&t| self.threads[t as usize].sig_mask & b == 0)
+            .or_else(|| {
+                self.threads.iter().position(|t| {
+                    matches!(t.status, Status::Blocked(Block::Signal { set }) if set & b != 0)
+                }).map(|t| t as Tid)
+            })
+            .or_else(|| {
+                self.threads
+                    .iter()
+                    .position(|t| live(t) && t.sig_mask & b == 0)
+                    .map(|t| t as Tid)
+            });
+        match target {
+            Some(t) => self.send_signal(t, sig),
+            None => {
+                self.signals.sent = true;
+                self.signals.process |= b;
+            }
+        }
+    }
+
+    /// Wakes blocked thread `tid` for a signal: its wait returns as if
+    /// woken (a futex wait) or cut short (a sleep, `sig_wait`).
+    pub fn interrupt(&mut self, tid: Tid) {
+        let th = &self.threads[tid as usize];
+        let Status::Blocked(b) = th.status else {
+            return;
+        };
+        if let Block::Futex { addr, .. } = b {
+            self.futex.remove(addr, tid);
+        }
+        if let Some(d) = b.deadline() {
+            self.timers.remove(&(d, tid));
+        }
+        let site = th.block_site;
+        let th = &mut self.threads[tid as usize];
+        th.wake_result = 0;
+        th.interrupted = true;
+        self.set_pending(
+            tid,
+            Pending {
+                site,
+                kind: EventKind::Wake,
+                addr: 0,
+                len: 0,
+            },
+        );
+        self.set_ready(tid);
+    }
+
     fn fire_timers(&mut self) {
         let now = self.clock.now();
         while let Some(&(deadline, tid)) = self.timers.first() {
@@ -1470,6 +1638,11 @@ impl RunState {
                 break;
             }
             self.timers.pop_first();
+            if tid == ALARM {
+                self.signals.alarm = None;
+                self.send_to_process(None, SIGALRM);
+                continue;
+            }
             let th = &self.threads[tid as usize];
             if let Status::Blocked(b) = th.status {
                 if let Block::Futex { addr, .. } = b {
@@ -1592,8 +1765,9 @@ impl RunState {
             let slot = &self.runnable.slots[tid as usize];
             assert!(slot.ready && slot.cand.tid == tid);
             let p = &slot.cand.pending;
-            assert_eq!(slot.takes_lock, may_take_lock(&self.info, p));
-            match waits_for_lock(&self.info, mem, p) {
+            let signal = self.signal_ready(tid);
+            assert_eq!(slot.takes_lock, may_take_lock(&self.info, p) && !signal);
+            match waits_for_lock(&self.info, mem, p).filter(|_| !signal) {
                 Some(word) => waiting.push((tid, word)),
                 None => tids.push(tid),
             }
@@ -1758,6 +1932,7 @@ impl RunState {
         th.announced = false;
         th.block_site = site;
         th.wake_result = 0;
+        th.interrupted = false;
         self.unready(tid);
         if let Block::Futex { addr, .. } = b {
             self.futex.park(addr, tid);

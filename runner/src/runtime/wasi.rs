@@ -29,6 +29,8 @@ use wasmtime::{Caller, Extern, Linker};
 const WASI: &str = "wasi_snapshot_preview1";
 const ERRNO_SUCCESS: i32 = 0;
 const ERRNO_INVAL: i32 = 28;
+/// `__WASI_ERRNO_INTR`: a sleep cut short by a signal.
+const ERRNO_INTR: i32 = 27;
 
 /// A directory granted to the guest: host path and the guest path it appears as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -673,11 +675,21 @@ async fn poll_oneoff(
         if let Some(deadline) = earliest {
             let site = run.get().pending(tid).site;
             let must_sleep = deadline > run.get().clock.now();
+            if must_sleep && run.get().signal_ready(tid) {
+                super::hooks::deliver_signals(caller).await?;
+                return Ok(ERRNO_INTR);
+            }
             if must_sleep {
                 run.get()
                     .block(tid, Block::Sleep { deadline }, site)
                     .map_err(|_| end_err())?;
                 super::hooks::wait_turn(caller).await?;
+                if run.get().threads[tid as usize].interrupted {
+                    // Cut short by a signal: its handler runs, and the
+                    // sleep ends early (no clock event is reported).
+                    super::hooks::deliver_signals(caller).await?;
+                    return Ok(ERRNO_INTR);
+                }
             }
         }
     }
