@@ -281,3 +281,24 @@ pub fn replays_the_same_twice(replay: &str, needle: &str) {
         "two replays of {replay} print the same bytes"
     );
 }
+
+/// `heddle fuzz ARGS… --out DIR` into a fresh directory (kept alive by the
+/// returned guard, with the replay files in it): asserts the exit code (0:
+/// every run passed, 1: a failure was found) and returns the stdout.
+pub fn fuzz_expecting(args: &[&str], code: i32) -> (tempfile::TempDir, String) {
+    let dir = tempdir();
+    let out_dir = dir.path().join("campaign");
+    let mut all = vec!["fuzz"];
+    all.extend_from_slice(args);
+    all.extend(["--out", out_dir.to_str().unwrap()]);
+    let out = heddle_out(&all);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "heddle {}:\n{stdout}\n{}",
+        all.join(" "),
+        text(&out.stderr)
+    );
+    (dir, stdout)
+}

@@ -54,23 +54,7 @@ fn fixed_build_throws_and_catches_everywhere_and_passes() {
 
 #[test]
 fn lost_update_in_a_catch_handler_is_found_and_replayed() {
-    let dir = tempdir();
-    let camp = dir.path().join("campaign");
-    let out = heddle_out(&[
-        "fuzz",
-        PROGRAM,
-        "--runs",
-        "2000",
-        "--out",
-        camp.to_str().unwrap(),
-    ]);
-    let stdout = stdout_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "fuzz must find the lost update:\n{stdout}\n{}",
-        stderr_of(&out)
-    );
+    let (_dir, stdout) = fuzz_expecting(&[PROGRAM, "--runs", "2000"], 1);
     assert!(
         stdout.contains("lost update on rejected"),
         "the failure must be main's check:\n{stdout}"

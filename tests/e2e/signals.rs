@@ -27,23 +27,7 @@ fn run_misc(case: &str) -> Output {
 
 #[test]
 fn a_pause_between_a_load_and_its_store_is_found_and_replayed() {
-    let dir = tempdir();
-    let camp = dir.path().join("campaign");
-    let out = heddle_out(&[
-        "fuzz",
-        POOL,
-        "--runs",
-        "2000",
-        "--out",
-        camp.to_str().unwrap(),
-    ]);
-    let stdout = stdout_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "fuzz must find the lost update:\n{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let (_dir, stdout) = fuzz_expecting(&[POOL, "--runs", "2000"], 1);
     assert!(
         stdout.contains("lost update on a worker's events"),
         "{stdout}"
@@ -53,25 +37,7 @@ fn a_pause_between_a_load_and_its_store_is_found_and_replayed() {
 
 #[test]
 fn blocking_the_signal_around_the_update_passes_every_run() {
-    let dir = tempdir();
-    let camp = dir.path().join("campaign");
-    let out = heddle_out(&[
-        "fuzz",
-        POOL,
-        "--cflag",
-        "-DFIXED",
-        "--runs",
-        "500",
-        "--out",
-        camp.to_str().unwrap(),
-    ]);
-    let stdout = stdout_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "every schedule of the fixed build passes:\n{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let (_dir, stdout) = fuzz_expecting(&[POOL, "--cflag", "-DFIXED", "--runs", "500"], 0);
     assert!(!stdout.contains("data race"), "{stdout}");
 }
 
