@@ -1069,3 +1069,31 @@ fn fuzz_over_builds_refuses_bad_levels() {
         "give its source, or drop --opt",
     );
 }
+
+/// `--resume` of another shard than the directory holds is refused in one
+/// line naming both shards and what to do.
+#[test]
+fn resuming_another_shard_says_what_to_do() {
+    let dir = tempdir();
+    let out = dir.path().join("shard");
+    let first = fuzz(&[
+        "--runs",
+        "20",
+        "--keep-going",
+        "--shard",
+        "1/2",
+        "--out",
+        p(&out),
+    ]);
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first.stderr));
+    let other = fuzz(&[
+        "--runs",
+        "20",
+        "--resume",
+        "--shard",
+        "2/2",
+        "--out",
+        p(&out),
+    ]);
+    assert_usage_error(&other, "holds shard(s) 1/2, not 2/2: give the same --shard");
+}
