@@ -292,7 +292,10 @@ fn print_outcome(
     let (o, dir, reports) = (&r.outcome, r.out.as_path(), &r.reports);
     let s = &o.summary;
     let total = s.stats.runs;
-    let resumed = o.state.stats.runs != o.session_runs;
+    // More runs counted than this session made: earlier sessions ran some
+    // (a session may also make runs past its first failure that are not
+    // counted).
+    let resumed = o.state.stats.runs > o.session_runs;
     writeln!(
         out,
         "{} runs in {:.2}s ({:.0} runs/s, {} jobs), strategy {}: {} failing{}{}{}",
