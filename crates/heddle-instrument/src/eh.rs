@@ -476,6 +476,30 @@ impl FuncTranslator {
         Ok(true)
     }
 
+    /// Pushes the frame of try `id` (its label `target`, its `try_table`
+    /// `table`); a `delegate`'s target also opens the block that receives
+    /// the exceptions delegated to it.
+    fn push_try(
+        &mut self,
+        out: &mut dyn FnMut(Instruction),
+        id: usize,
+        target: u32,
+        table: u32,
+        is_target: bool,
+    ) {
+        let d = is_target
+            .then(|| self.open_block(out, Instruction::Block(BlockType::Result(ValType::EXNREF))));
+        self.frames.push(Frame {
+            target,
+            try_id: Some(id),
+            in_handler: false,
+            exn: 0,
+            pending: 0,
+            d,
+            table,
+        });
+    }
+
     fn push_plain(&mut self, target: u32) {
         self.frames.push(Frame {
             target,
@@ -518,21 +542,7 @@ impl FuncTranslator {
             };
             let catches = [Catch::AllRef { label: self.rel(d) }];
             let table = self.open_block(out, Instruction::TryTable(bt, Cow::Owned(catches.into())));
-            let mut f = Frame {
-                target: table,
-                try_id: Some(id),
-                in_handler: false,
-                exn: 0,
-                pending: 0,
-                d: None,
-                table,
-            };
-            if shape.is_target {
-                f.d = Some(
-                    self.open_block(out, Instruction::Block(BlockType::Result(ValType::EXNREF))),
-                );
-            }
-            self.frames.push(f);
+            self.push_try(out, id, table, table, shape.is_target);
         } else if shape.clauses.is_empty() {
             let i = self.open_block(out, Instruction::Block(bt));
             self.push_plain(i);
@@ -541,21 +551,7 @@ impl FuncTranslator {
             self.open_block(out, Instruction::Block(BlockType::Result(ValType::EXNREF)));
             let catches = [Catch::AllRef { label: 0 }];
             let table = self.open_block(out, Instruction::TryTable(bt, Cow::Owned(catches.into())));
-            let mut f = Frame {
-                target: outer,
-                try_id: Some(id),
-                in_handler: false,
-                exn: 0,
-                pending: 0,
-                d: None,
-                table,
-            };
-            if shape.is_target {
-                f.d = Some(
-                    self.open_block(out, Instruction::Block(BlockType::Result(ValType::EXNREF))),
-                );
-            }
-            self.frames.push(f);
+            self.push_try(out, id, outer, table, shape.is_target);
         }
         Ok(())
     }
