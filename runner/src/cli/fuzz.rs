@@ -167,22 +167,17 @@ pub fn fuzz_cmd(a: FuzzArgs) -> Result<i32> {
     });
     let levels = opt.map(crate::target::parse_opt_levels).transpose()?;
     let builds = match &levels {
-        Some(levels) if levels.len() == 1 => {
-            let mut cflags = all_cflags.clone();
-            cflags.push(levels[0].clone());
-            let t = crate::target::load(&a.target.target, &cflags)?;
-            let p = crate::runtime::Program::new(&t.bytes, &a.target.instrument.config())?;
-            vec![(String::new(), t, p)]
-        }
         None => {
             let (t, program) = a.target.load()?;
             vec![(String::new(), t, program)]
         }
         Some(levels) => {
+            // One level is one build: no label to tell it from others.
+            let single = levels.len() == 1;
             let mut v = Vec::new();
             for (label, t) in crate::target::load_builds(&a.target.target, &all_cflags, levels)? {
                 let p = crate::runtime::Program::new(&t.bytes, &a.target.instrument.config())?;
-                v.push((label, t, p));
+                v.push((if single { String::new() } else { label }, t, p));
             }
             v
         }
