@@ -154,10 +154,10 @@ int raise(int sig) {
     }
 }
 
-unsigned alarm(unsigned seconds) {
-    (void)seconds;
-    return 0;
-}
+/* The SDK's alarm (signals.c), for a file that declares alarm() through
+ * <unistd.h> alone. */
+unsigned __heddle_alarm(unsigned seconds);
+unsigned alarm(unsigned seconds) { return __heddle_alarm(seconds); }
 
 /* ---- pthread_exit --------------------------------------------------------
  * The threads wasi-libc cannot unwind a thread's stack, so it has no

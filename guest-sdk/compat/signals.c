@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "unsupported.h"
@@ -29,8 +30,8 @@ __attribute__((import_module("heddle"), import_name("sig_pending")))
 uint64_t __heddle_sig_pending(void);
 __attribute__((import_module("heddle"), import_name("sig_wait")))
 int __heddle_sig_wait(uint64_t set, int suspend);
-__attribute__((import_module("heddle"), import_name("sig_alarm")))
-uint64_t __heddle_sig_alarm(uint64_t ns);
+__attribute__((import_module("heddle"), import_name("sig_timer")))
+uint64_t __heddle_sig_timer(uint64_t ns, uint64_t interval);
 
 /* sig_mask's `how` that only reads the mask. */
 #define MASK_READ 3
@@ -232,10 +233,70 @@ int sigsuspend(const sigset_t *mask) {
     return -1;
 }
 
-/* SIGALRM to the process after `seconds` of heddle's virtual time. */
+/* SIGALRM to the process after `seconds` of heddle's virtual time (the
+ * timer of setitimer(ITIMER_REAL), left to fire once). */
+static uint64_t timer_interval;
+
 unsigned __heddle_alarm(unsigned seconds) {
-    uint64_t left = __heddle_sig_alarm((uint64_t)seconds * 1000000000ull);
+    uint64_t left = __heddle_sig_timer((uint64_t)seconds * 1000000000ull, 0);
+    timer_interval = 0;
     return (unsigned)((left + 999999999ull) / 1000000000ull);
+}
+
+static uint64_t tv_ns(const struct timeval *tv) {
+    return (uint64_t)tv->tv_sec * 1000000000ull + (uint64_t)tv->tv_usec * 1000ull;
+}
+
+static struct timeval ns_tv(uint64_t ns) {
+    /* Rounded up: a timer that has not fired has time left. */
+    uint64_t us = (ns + 999) / 1000;
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+    return tv;
+}
+
+/* Only ITIMER_REAL: virtual time is the one clock heddle has, so the
+ * CPU-time timers (ITIMER_VIRTUAL, ITIMER_PROF) are EINVAL. */
+int getitimer(int which, struct itimerval *value) {
+    if (which != ITIMER_REAL) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint64_t left = __heddle_sig_timer(UINT64_MAX, 0);
+    value->it_value = ns_tv(left);
+    value->it_interval = ns_tv(left ? timer_interval : 0);
+    return 0;
+}
+
+int setitimer(int which, const struct itimerval *restrict value, struct itimerval *restrict old) {
+    if (which != ITIMER_REAL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (value->it_value.tv_usec < 0 || value->it_value.tv_usec >= 1000000 ||
+        value->it_interval.tv_usec < 0 || value->it_interval.tv_usec >= 1000000 ||
+        value->it_value.tv_sec < 0 || value->it_interval.tv_sec < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint64_t ns = tv_ns(&value->it_value), interval = tv_ns(&value->it_interval);
+    uint64_t was_interval = timer_interval;
+    uint64_t left = __heddle_sig_timer(ns, ns ? interval : 0);
+    timer_interval = ns ? interval : 0;
+    if (old) {
+        old->it_value = ns_tv(left);
+        old->it_interval = ns_tv(left ? was_interval : 0);
+    }
+    return 0;
+}
+
+/* setitimer(ITIMER_REAL) in microseconds; the microseconds left. */
+useconds_t ualarm(useconds_t usecs, useconds_t interval) {
+    struct itimerval v = {{(time_t)(interval / 1000000), (suseconds_t)(interval % 1000000)},
+                          {(time_t)(usecs / 1000000), (suseconds_t)(usecs % 1000000)}};
+    struct itimerval old;
+    if (setitimer(ITIMER_REAL, &v, &old) != 0)
+        return (useconds_t)-1;
+    return (useconds_t)(old.it_value.tv_sec * 1000000 + old.it_value.tv_usec);
 }
 
 int pause(void) {

@@ -92,15 +92,14 @@ int sigwait(const sigset_t *__restrict, int *__restrict);
 int pthread_kill(pthread_t, int);
 int pause(void);
 
-/* signal(), raise() and alarm() are the SDK's, which deliver (wasi-libc's
+/* signal() and raise() are the SDK's, which deliver (wasi-libc's
  * headers declare them, and a library of the toolchain defines others).
- * alarm() belongs to <unistd.h>; a program that handles SIGALRM includes
- * this header too. */
+ * alarm() belongs to <unistd.h>, which declares it too. */
 #ifndef HEDDLE_COMPAT_LIBRARY
 void (*signal(int, void (*)(int)))(int) __asm__("__heddle_signal");
 int raise(int) __asm__("__heddle_raise");
-unsigned alarm(unsigned) __asm__("__heddle_alarm");
 #endif
+unsigned alarm(unsigned);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /*
  * <unistd.h> for heddle: wasi-libc's header, plus the user and group ids
  * WASI hides. The guest SDK compatibility library answers them with one
- * fixed user: uid and gid 1000 (see docs/guide/projects.md).
+ * fixed user: uid and gid 1000 (see docs/guide/projects.md), and sends
+ * SIGALRM for alarm() on heddle's virtual clock (docs/guide/signals.md).
  */
 #include_next <unistd.h>
 
@@ -20,6 +21,8 @@ int setuid(uid_t);
 int seteuid(uid_t);
 int setgid(gid_t);
 int setegid(gid_t);
+unsigned alarm(unsigned);
+int pause(void);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,8 @@
 //! replays reproduce it byte for byte, the fixed build (the signal blocked
 //! around the update) passes every run, and seeds deliver at different
 //! points. `sig_misc.c` checks one call at a time: `raise(SIGTERM)` with no
-//! handler, `sigwait`, a sleep cut short, `sigsuspend`, `alarm`.
+//! handler, `sigwait`, a sleep cut short, `sigsuspend`, `alarm`,
+//! `setitimer`.
 
 use crate::common::*;
 use std::collections::BTreeSet;
@@ -66,6 +67,28 @@ fn seeds_deliver_at_different_points() {
     assert!(steps.len() > 1, "{steps:?}");
 }
 
+/// A watchdog `alarm` declared by `<unistd.h>` alone (no `<signal.h>`)
+/// ends a run that sleeps past it, as natively.
+#[test]
+fn a_watchdog_alarm_from_unistd_alone_ends_a_long_sleep() {
+    let dir = tempdir();
+    let src = dir.path().join("watchdog.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <unistd.h>\nint main(void) {\n    alarm(5);\n    \
+         puts(\"sleeping\");\n    sleep(60);\n    puts(\"woke\");\n    return 0;\n}\n",
+    )
+    .unwrap();
+    let out = heddle_out(&["run", src.to_str().unwrap()]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("killed by SIGALRM"), "{stdout}");
+    assert!(
+        stdout.contains("sleeping") && !stdout.contains("woke"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn raise_sigterm_without_a_handler_ends_the_run_naming_it() {
     let out = run_misc("RAISE_TERM");
@@ -114,6 +137,14 @@ fn alarm_on_the_virtual_clock_ends_a_pause_and_a_sleep() {
 }
 
 #[test]
+fn setitimer_ticks_on_the_virtual_clock() {
+    let out = run_misc("ITIMER");
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("itimer: 4 ticks in 1.10 s"), "{stdout}");
+}
+
+#[test]
 fn sigsuspend_delivers_a_pending_signal_and_returns() {
     let out = run_misc("SUSPEND");
     let stdout = stdout_of(&out);
@@ -127,7 +158,7 @@ fn sigsuspend_delivers_a_pending_signal_and_returns() {
 /// Every signal call of the sequence holds in every schedule.
 #[test]
 fn the_signal_calls_hold_in_every_schedule() {
-    for case in ["SIGWAIT", "SLEEP", "SUSPEND", "ALARM"] {
+    for case in ["SIGWAIT", "SLEEP", "SUSPEND", "ALARM", "ITIMER"] {
         let dir = tempdir();
         let camp = dir.path().join("campaign");
         let define = format!("-D{case}");

@@ -6,6 +6,8 @@
  *               and signal() too).
  *   LONELY      main waits in sigwait for a signal nobody sends: deadlock.
  *   ALARM       alarm() on the virtual clock ends a pause and a sleep.
+ *   ITIMER      setitimer(ITIMER_REAL) ticks every 250 ms of virtual time
+ *               while a worker thread blocks SIGALRM; getitimer reads it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <assert.h>
@@ -15,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,12 +61,24 @@ static void *sleeper(void *arg) {
     unsigned left = sleep(100);
     double slept = now() - t0;
     assert(left > 0 && "sleep returns early");
+    assert(left + (unsigned)(slept + 0.5) == 100 && "sleep returns the seconds left");
     assert(slept < 100 && atomic_load(&handled) == SIGUSR1);
     struct timespec ts = {100, 0};
     atomic_store(&ready, 2);
     int r = nanosleep(&ts, NULL);
-    assert(r == -1 && "nanosleep returns early");
+    assert(r == -1 && errno == EINTR && "nanosleep returns early");
     printf("sleep cut short after %.0f s, nanosleep too\n", slept);
+    return NULL;
+}
+#endif
+
+#ifdef ITIMER
+/* Sleeps through the ticks: SIGALRM is blocked here. */
+static void *ticked_past(void *arg) {
+    (void)arg;
+    struct timespec ts = {2, 0};
+    int r = nanosleep(&ts, NULL);
+    assert(r == 0 && "a blocked signal does not cut a sleep short");
     return NULL;
 }
 #endif
@@ -149,6 +164,40 @@ int main(void) {
     unsigned left = sleep(30);
     assert(left > 0 && atomic_load(&handled) == 2 * SIGALRM);
     printf("alarm ended pause after %.0f s and sleep early\n", waited);
+#endif
+#ifdef ITIMER
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_signal;
+    act.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &act, NULL);
+    /* A worker blocks SIGALRM: every tick goes to main. */
+    sigset_t alrm, old;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alrm, &old);
+    pthread_t t;
+    pthread_create(&t, NULL, ticked_past, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    struct itimerval tick = {{0, 250000}, {0, 250000}}, got;
+    assert(setitimer(ITIMER_REAL, &tick, NULL) == 0);
+    assert(getitimer(ITIMER_REAL, &got) == 0);
+    assert(got.it_interval.tv_usec == 250000 && got.it_value.tv_usec > 0);
+    assert(setitimer(ITIMER_PROF, &tick, NULL) == -1 && errno == EINVAL);
+    /* Each tick cuts a sleep short; sleeping on covers one second. */
+    struct timespec rest = {1, 100000000};
+    double t0 = now();
+    while (nanosleep(&rest, &rest) == -1 && errno == EINTR)
+        ;
+    double slept = now() - t0;
+    int ticks = atomic_load(&handled) / SIGALRM;
+    struct itimerval stop = {{0, 0}, {0, 0}};
+    assert(setitimer(ITIMER_REAL, &stop, &got) == 0);
+    assert(got.it_interval.tv_usec == 250000);
+    assert(getitimer(ITIMER_REAL, &got) == 0 && got.it_value.tv_usec == 0 && got.it_value.tv_sec == 0);
+    pthread_join(t, NULL);
+    printf("itimer: %d ticks in %.2f s\n", ticks, slept);
+    assert(ticks == 4);
 #endif
 #ifdef LONELY
     sigset_t set;

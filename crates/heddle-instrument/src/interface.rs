@@ -171,10 +171,13 @@ host_calls! {
         /// the mask to wait under and the signal is delivered instead
         /// (`sigsuspend`, `pause`).
         SigWait = "sig_wait" (I64, I32) -> (I32);
-        /// `sig_alarm(ns) -> left`: `SIGALRM` goes to the process `ns`
-        /// virtual nanoseconds from now (0: never); returns the
-        /// nanoseconds that were left before the previous one.
-        SigAlarm = "sig_alarm" (I64) -> (I64);
+        /// `sig_timer(ns, interval) -> left`: the process's real-time
+        /// timer (`alarm`, `setitimer(ITIMER_REAL)`): `SIGALRM` goes to the
+        /// process `ns` virtual nanoseconds from now (0: never), then every
+        /// `interval` nanoseconds (0: once); returns the nanoseconds that
+        /// were left of the previous setting. `ns` = `u64::MAX` only reads
+        /// what is left, changing nothing.
+        SigTimer = "sig_timer" (I64, I64) -> (I64);
     }
 }
 

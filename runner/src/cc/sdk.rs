@@ -8,7 +8,7 @@
 //! themselves on stderr; `dlopen(NULL)`/`dlsym`, one fixed user and group,
 //! resource limits, `waitpid`, System V semaphores, `sendfile` and `mmap`
 //! with fixed, documented answers), plus headers that declare them
-//! (`signal.h`, `sys/socket.h`, `netdb.h`, `unistd.h`, `sys/resource.h`
+//! (`signal.h`, `sys/socket.h`, `netdb.h`, `unistd.h`, `sys/resource.h`, `sys/time.h`
 //! wrap wasi-libc's; `sys/wait.h`, `sys/ipc.h`, `sys/sem.h`,
 //! `sys/sendfile.h`, `pwd.h`, `grp.h` stand in for headers it lacks).
 //!
@@ -64,6 +64,10 @@ pub const HEADERS: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/include/sys/wait.h"),
     ),
     (
+        "sys/time.h",
+        include_str!("../../../guest-sdk/include/sys/time.h"),
+    ),
+    (
         "sys/ipc.h",
         include_str!("../../../guest-sdk/include/sys/ipc.h"),
     ),
@@ -101,6 +105,7 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[
     ("net.c", include_str!("../../../guest-sdk/compat/net.c")),
     ("dl.c", include_str!("../../../guest-sdk/compat/dl.c")),
     ("posix.c", include_str!("../../../guest-sdk/compat/posix.c")),
+    ("sleep.c", include_str!("../../../guest-sdk/compat/sleep.c")),
     (
         "setjmp.c",
         include_str!("../../../guest-sdk/compat/setjmp.c"),

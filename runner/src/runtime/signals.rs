@@ -188,11 +188,14 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
-        SdkImport::SigAlarm.name(),
-        |caller: Caller<'_, ThreadCtx>, ns: u64| -> u64 {
+        SdkImport::SigTimer.name(),
+        |caller: Caller<'_, ThreadCtx>, ns: u64, interval: u64| -> u64 {
             let mut st = caller.data().run.get();
+            if ns == u64::MAX {
+                return st.alarm_left();
+            }
             let deadline = (ns > 0).then(|| st.clock.now().saturating_add(ns));
-            st.set_alarm(deadline)
+            st.set_alarm(deadline, interval)
         },
     )?;
     Ok(())

@@ -697,6 +697,8 @@ pub struct Signals {
     /// When `alarm` sends `SIGALRM` (virtual time; in the timers under
     /// [`ALARM`]).
     pub alarm: Option<u64>,
+    /// The alarm's period (`setitimer`'s `it_interval`; 0: it fires once).
+    pub alarm_interval: u64,
 }
 
 /// The threads that can run, as a decision reads them.
@@ -1531,17 +1533,23 @@ impl RunState {
         self.set_pending(tid, p);
     }
 
-    /// Sets the process's alarm to `deadline` (none: cancelled); returns
-    /// the time that was left of the previous one.
-    pub fn set_alarm(&mut self, deadline: Option<u64>) -> u64 {
-        let now = self.clock.now();
-        let left = match self.signals.alarm.take() {
-            Some(d) => {
-                self.timers.remove(&(d, ALARM));
-                d.saturating_sub(now).max(1)
-            }
-            None => 0,
-        };
+    /// The virtual nanoseconds left before the process's alarm fires (0:
+    /// none is set).
+    pub fn alarm_left(&self) -> u64 {
+        self.signals
+            .alarm
+            .map_or(0, |d| d.saturating_sub(self.clock.now()).max(1))
+    }
+
+    /// Sets the process's alarm to `deadline` (none: cancelled), repeating
+    /// every `interval` nanoseconds after it (0: once); returns the time
+    /// that was left of the previous one.
+    pub fn set_alarm(&mut self, deadline: Option<u64>, interval: u64) -> u64 {
+        let left = self.alarm_left();
+        if let Some(d) = self.signals.alarm.take() {
+            self.timers.remove(&(d, ALARM));
+        }
+        self.signals.alarm_interval = if deadline.is_some() { interval } else { 0 };
         if let Some(d) = deadline {
             self.signals.alarm = Some(d);
             self.timers.insert((d, ALARM));
@@ -1639,7 +1647,18 @@ impl RunState {
             }
             self.timers.pop_first();
             if tid == ALARM {
+                // A periodic timer keeps its phase: the next expiry is a
+                // period after this one, however late this one is seen.
                 self.signals.alarm = None;
+                let period = self.signals.alarm_interval;
+                if period > 0 {
+                    let mut next = deadline.saturating_add(period);
+                    if next <= now {
+                        next = now.saturating_add(period - (now - deadline) % period);
+                    }
+                    self.signals.alarm = Some(next);
+                    self.timers.insert((next, ALARM));
+                }
                 self.send_to_process(None, SIGALRM);
                 continue;
             }
