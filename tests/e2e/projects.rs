@@ -373,6 +373,115 @@ fn makefile_that_hard_codes_gcc_and_gnu_linker_options() {
     passes(p.path(), "./refbuf_test");
 }
 
+/// A C++ library built with CMake whose tests throw on the pool's worker
+/// threads and catch in the caller through `std::exception_ptr`
+/// (`std::out_of_range` from `vector::at`, `std::invalid_argument` from
+/// `std::stoi`, its own exception type, a lock released as a task
+/// unwinds). ctest runs both tests through the toolchain file's emulator
+/// (`heddle-run`, one run each); the batch test's failure count is a lost
+/// update when two tasks fail at once, found by `heddle fuzz`.
+#[test]
+fn cmake_cxx_library_whose_tests_throw_across_threads() {
+    toolchain();
+    let p = copy_project("cmake-jobs");
+    let cmake = |dir: &str, flags: &str| {
+        format!(
+            "cmake -S . -B {dir} -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" {flags}; cmake --build {dir}"
+        )
+    };
+    let build = sh(p.path(), &cmake("build", ""));
+    assert_ok("cmake", &build);
+    let ctest = sh(p.path(), "cd build && ctest --output-on-failure");
+    assert_ok("ctest", &ctest);
+    let log = text(&ctest.stdout);
+    assert!(
+        log.contains("100% tests passed, 0 tests failed out of 2"),
+        "{log}"
+    );
+    // The emulator passes the program's output and exit code through.
+    let o = sh(
+        p.path(),
+        "\"$(dirname \"$(\"$HEDDLE\" toolchain cmake)\")/heddle-run\" build/errors_test.wasm",
+    );
+    assert_ok("heddle-run", &o);
+    assert_eq!(
+        text(&o.stdout).lines().last(),
+        Some("errors_test: ok"),
+        "{}",
+        text(&o.stdout)
+    );
+    let stdout = hunt(p.path(), "build/batch_test.wasm", "batch_test.cpp");
+    assert!(
+        stdout.contains("CHECK(failed == 3) failed") || stdout.contains("use-after-free"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("jobs::Batch::record"), "{stdout}");
+    let fixed = sh(p.path(), &cmake("fixed", "-DCMAKE_CXX_FLAGS=-DFIXED"));
+    assert_ok("cmake (fixed)", &fixed);
+    passes(p.path(), "fixed/batch_test.wasm");
+    passes(p.path(), "fixed/errors_test.wasm");
+}
+
+/// A makefile project whose worker threads recover from parse errors with
+/// `longjmp` out of a recursive parser back to their `setjmp`; the error
+/// log the recovery path appends to has no lock. `make check` runs the
+/// test through `$HEDDLE_RUN`.
+#[test]
+fn makefile_project_recovering_with_longjmp_in_workers() {
+    toolchain();
+    let p = copy_project("make-recover");
+    let build = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make; make check TEST_RUNNER=\"$HEDDLE_RUN\"",
+    );
+    assert_ok("make, make check", &build);
+    assert!(
+        text(&build.stdout).contains("parsed 9, total 55, 3 errors"),
+        "{}",
+        text(&build.stdout)
+    );
+    let stdout = hunt(p.path(), "./parse_test", "every bad record is logged");
+    assert!(stdout.contains("data race on log_"), "{stdout}");
+    let fixed = sh(
+        p.path(),
+        "eval \"$(\"$HEDDLE\" toolchain env)\"; make clean; make EXTRA=-DFIXED",
+    );
+    assert_ok("make (fixed)", &fixed);
+    passes(p.path(), "./parse_test");
+}
+
+/// A C thread pool (CMake) that pauses its workers with
+/// `pthread_kill(SIGUSR1)` and a handler that holds them until resumed,
+/// and promises that no job is half done while paused. The promise breaks
+/// only when the signal lands between a transfer's two updates: the
+/// fixed library blocks SIGUSR1 while a job runs, and its ctest passes
+/// through the emulator.
+#[test]
+fn cmake_thread_pool_paused_with_pthread_kill() {
+    toolchain();
+    let p = copy_project("cmake-thpool");
+    let cmake = |dir: &str, flags: &str| {
+        format!(
+            "cmake -S . -B {dir} -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" {flags}; cmake --build {dir}"
+        )
+    };
+    assert_ok("cmake", &sh(p.path(), &cmake("build", "")));
+    let stdout = hunt_with(
+        p.path(),
+        "build/test_pause.wasm",
+        &["--", "2", "16"],
+        "money created or lost",
+    );
+    assert!(stdout.contains("exit code 1 (expected 0)"), "{stdout}");
+    assert_ok(
+        "cmake (fixed)",
+        &sh(p.path(), &cmake("fixed", "-DCMAKE_C_FLAGS=-DFIXED")),
+    );
+    let ctest = sh(p.path(), "cd fixed && ctest --output-on-failure");
+    assert_ok("ctest (fixed)", &ctest);
+    passes_with(p.path(), "fixed/test_pause.wasm", &["--", "2", "16"]);
+}
+
 /// `-shared` is refused in one line that says what to build instead.
 #[test]
 fn shared_library_is_refused_with_what_to_do() {
@@ -381,4 +490,101 @@ fn shared_library_is_refused_with_what_to_do() {
     std::fs::write(&src, "int f(void) { return 1; }\n").unwrap();
     let o = heddle_out(&["cc", "-shared", "-o", "libf.so", src.to_str().unwrap()]);
     assert_usage_error(&o, "build the library as an archive");
+}
+
+/// `heddle run --as-program` (the `heddle-run` emulator of build systems)
+/// behaves as the program: its output unframed, its exit code; a trap is
+/// 134 with heddle's verdict on stderr, a deadlock 1.
+#[test]
+fn as_program_passes_output_and_exit_code_through() {
+    toolchain();
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("p.c"),
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+int main(int argc, char **argv) {
+    printf("args %d %s\n", argc, argc > 1 ? argv[1] : "-");
+    fprintf(stderr, "to stderr\n");
+    if (argc > 1 && !strcmp(argv[1], "abort")) abort();
+    if (argc > 1 && !strcmp(argv[1], "lock")) { pthread_mutex_lock(&m); pthread_mutex_lock(&m); }
+    return argc > 1 ? atoi(argv[1]) : 0;
+}
+"#,
+    )
+    .unwrap();
+    let cc = heddle()
+        .current_dir(dir.path())
+        .args(["cc", "p.c", "-o", "p.wasm"])
+        .output()
+        .unwrap();
+    assert_ok("heddle cc", &cc);
+    let run = |arg: &str| {
+        heddle()
+            .current_dir(dir.path())
+            .args(["run", "--as-program", "p.wasm", "--", arg])
+            .output()
+            .unwrap()
+    };
+    let o = run("3");
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(text(&o.stdout), "args 2 3\n");
+    assert_eq!(text(&o.stderr), "to stderr\n");
+    let o = run("0");
+    assert_eq!(o.status.code(), Some(0));
+    let o = run("abort");
+    assert_eq!(o.status.code(), Some(134));
+    assert!(
+        text(&o.stderr).starts_with("to stderr\nheddle: trap (abort)"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run("lock");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("heddle: deadlock"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A build system's emulator cannot also ask for heddle's report.
+    let o = heddle()
+        .current_dir(dir.path())
+        .args(["run", "--as-program", "--trace", "p.wasm"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+/// CMake's run checks (`check_c_source_runs`, `test_big_endian`) work
+/// across the cross compile: the toolchain file names heddle's emulator.
+#[test]
+fn cmake_run_checks_use_the_toolchain_files_emulator() {
+    toolchain();
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("CMakeLists.txt"),
+        r#"cmake_minimum_required(VERSION 3.16)
+project(probe C)
+include(CheckCSourceRuns)
+check_c_source_runs("int main(void) { return sizeof(long) == 4 ? 0 : 1; }" LONG_IS_32_BITS)
+check_c_source_runs("int main(void) { return 1; }" ALWAYS_FAILS)
+include(TestBigEndian)
+test_big_endian(BIG_ENDIAN)
+message(STATUS "probes: ${LONG_IS_32_BITS}/${ALWAYS_FAILS}/${BIG_ENDIAN}")
+"#,
+    )
+    .unwrap();
+    let o = sh(
+        dir.path(),
+        "cmake -S . -B b -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\"",
+    );
+    assert_ok("cmake", &o);
+    assert!(
+        text(&o.stdout).contains("-- probes: 1//0"),
+        "{}",
+        text(&o.stdout)
+    );
 }

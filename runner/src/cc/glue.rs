@@ -26,6 +26,10 @@ pub struct Glue {
     pub ranlib: PathBuf,
     /// `llvm-nm`.
     pub nm: PathBuf,
+    /// The program runner: `heddle-run MODULE ARGS…` runs the module once
+    /// as `heddle run --as-program` (CMake's
+    /// `CMAKE_CROSSCOMPILING_EMULATOR`, for ctest and `try_run`).
+    pub run: PathBuf,
     /// The CMake toolchain file.
     pub cmake: PathBuf,
     /// A directory of the names makefiles hard-code (`gcc`, `g++`, `cc`,
@@ -82,6 +86,7 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
         ar: tc.ar.clone(),
         ranlib: tool("llvm-ranlib"),
         nm: tool("llvm-nm"),
+        run: dir.join("heddle-run"),
         cmake: dir.join("heddle.cmake"),
         names: dir.join("names"),
     };
@@ -91,6 +96,12 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
     for (path, cmd) in [(&glue.cc, "cc"), (&glue.cxx, "c++")] {
         write_if_changed(path, &driver(cmd), true)?;
     }
+    let runner = format!(
+        "#!/bin/sh\n# heddle-run MODULE [ARGS...]: one run of MODULE, as the program would behave.\n\
+         module=\"$1\"\nshift\nexec {} run --as-program --quiet \"$module\" -- \"$@\"\n",
+        sh_quote(&exe)
+    );
+    write_if_changed(&glue.run, &runner, true)?;
     for (name, cmd) in COMPILER_NAMES {
         write_if_changed(&glue.names.join(name), &driver(cmd), true)?;
     }
@@ -128,13 +139,16 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
          set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)\n\
          set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)\n\
          set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)\n\
-         set(THREADS_PREFER_PTHREAD_FLAG ON)\n",
+         set(THREADS_PREFER_PTHREAD_FLAG ON)\n\
+         # ctest and try_run run the modules with heddle (one run, seed 0).\n\
+         set(CMAKE_CROSSCOMPILING_EMULATOR {run})\n",
         cc = q(&glue.cc),
         cxx = q(&glue.cxx),
         ar = q(&glue.ar),
         ranlib = q(&glue.ranlib),
         nm = q(&glue.nm),
         sysroot = q(&tc.sysroot),
+        run = q(&glue.run),
     );
     write_if_changed(&glue.cmake, &toolchain, false)?;
     Ok(glue)
@@ -153,6 +167,8 @@ pub fn env_lines(g: &Glue, gnu_names: bool) -> Vec<String> {
         var("AR", &g.ar),
         var("RANLIB", &g.ranlib),
         var("NM", &g.nm),
+        "# heddle-run MODULE ARGS...: one run, with the program's output and exit code".to_string(),
+        var("HEDDLE_RUN", &g.run),
         "export CFLAGS=''".to_string(),
         "export CXXFLAGS=''".to_string(),
         "export LDFLAGS=''".to_string(),

@@ -3,6 +3,7 @@
 use super::{InstrumentOpts, EXIT_BUG, EXIT_OK};
 use crate::runtime::{Grant, Program, RunConfig, RunResult};
 use crate::target::{self, Target};
+use crate::verdict::Verdict;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
@@ -139,6 +140,15 @@ pub struct RunArgs {
     /// scripts written for older versions keep working.
     #[arg(long, hide = true)]
     pub show_output: bool,
+    /// Behave as the program would on its own, for a build system that
+    /// runs it (ctest, CMake's `try_run`, `make check`): its stdout and
+    /// stderr as it wrote them, and its exit code as heddle's. A run that
+    /// ends otherwise prints `heddle: VERDICT` on stderr and exits 134 (a
+    /// trap, an abort or a failed assertion, as a shell reports SIGABRT),
+    /// 101 (a Rust panic), 77 (unsupported here: a test harness's "skip")
+    /// or 1 (a deadlock, a hang, a run too long to finish).
+    #[arg(long, conflicts_with_all = ["trace", "observe", "format", "quiet_output"])]
+    pub as_program: bool,
     /// Print every executed event.
     #[arg(long)]
     pub trace: bool,
@@ -212,6 +222,9 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     let mut text = super::text_out(json);
     let out = &mut *text;
     let r = program.run(&cfg)?;
+    if a.as_program {
+        return as_program(&r);
+    }
     if a.trace {
         for e in &r.events {
             let site = program.sites.site(e.site);
@@ -263,4 +276,39 @@ pub fn run_cmd(a: RunArgs) -> Result<i32> {
     } else {
         EXIT_OK
     })
+}
+
+/// The exit code a native run of the program would give for a verdict
+/// (`heddle run --as-program`).
+pub fn program_exit_code(v: &Verdict) -> i32 {
+    match v {
+        Verdict::Pass { exit_code } => *exit_code,
+        Verdict::Exit { code, .. } => *code,
+        Verdict::Assertion { .. } | Verdict::Trap { .. } => 134,
+        Verdict::Panic { .. } => 101,
+        Verdict::Unsupported { .. } => 77,
+        _ => 1,
+    }
+}
+
+/// `heddle run --as-program`: the program's output, unframed, and its
+/// exit code; heddle's verdict on stderr only when it did not just exit.
+fn as_program(r: &RunResult) -> Result<i32> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&r.stdout)?;
+    stdout.flush()?;
+    let mut stderr = std::io::stderr().lock();
+    stderr.write_all(&r.stderr)?;
+    if !matches!(r.verdict, Verdict::Pass { .. } | Verdict::Exit { .. }) {
+        writeln!(stderr, "heddle: {}", r.verdict.summary())?;
+    }
+    // Like a sanitizer's reports: on stderr, each race once.
+    let mut said = std::collections::BTreeSet::new();
+    for race in &r.races {
+        let line = race.summary();
+        if said.insert(line.clone()) {
+            writeln!(stderr, "heddle: {line}")?;
+        }
+    }
+    Ok(program_exit_code(&r.verdict))
 }
