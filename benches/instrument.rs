@@ -7,8 +7,8 @@
 //!   rounds, ~12 million plain loads/stores), all under plain wasmtime
 //!   with real threads (`runtime::plain`): the original module, and the
 //!   instrumented module at `sync` and at `all` with no-op hooks (and, for
-//!   comparison, at `sync` with the budget kept in its global at every
-//!   budget point, `Config::budget_in_global`). The ratios
+//!   comparison, at `sync` and at `all` with the budget and the skip counter
+//!   kept in their globals, `Config::budget_in_global`). The ratios
 //!   instrumented/original are printed at the end, measured side by side:
 //!   101 rounds that each run every variant once (300 kernel rounds each),
 //!   timed by the guest around its rounds. They are measured twice:
@@ -93,6 +93,14 @@ fn kernel_variants(epochs: bool) -> Vec<Variant> {
         },
     )
     .expect("instrument sync, budget in the global");
+    let all_global = instrument(
+        &bytes,
+        &Config {
+            budget_in_global: true,
+            ..cfg(Granularity::All)
+        },
+    )
+    .expect("instrument all, counters in their globals");
     let plain_accesses = all
         .sites
         .sites
@@ -116,6 +124,10 @@ fn kernel_variants(epochs: bool) -> Vec<Variant> {
         Variant {
             name: "all",
             program: compile(&all.module, Some(&all.sites)),
+        },
+        Variant {
+            name: "all-global-counters",
+            program: compile(&all_global.module, Some(&all_global.sites)),
         },
     ]
 }

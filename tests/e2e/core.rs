@@ -665,6 +665,14 @@ fn the_fast_path_changes_nothing() {
     // With a trap, a hang and a failure chosen per seed, with a small step
     // budget (the window must end exactly where the budget does).
     let mut jobs = every_target_and_trap_or_hang(STRATEGIES, 40, 5);
+    // Skipped yield points right up to a trap.
+    jobs.push((
+        "../tests/programs/solo_trap.c".into(),
+        Vec::new(),
+        false,
+        "random",
+        3,
+    ));
     jobs.push((
         "../benches/programs/yield_loop.c".into(),
         vec!["8000".into()],
@@ -723,6 +731,14 @@ fn the_fast_path_changes_nothing() {
         }
         (source.clone(), skipped)
     });
+    let trap_skipped = results
+        .iter()
+        .find(|(s, _)| s.ends_with("solo_trap.c"))
+        .map(|r| r.1);
+    assert!(
+        trap_skipped > Some(10),
+        "solo_trap.c did not take the fast path up to its trap ({trap_skipped:?} skipped)"
+    );
     let (_, loop_skipped) = results.last().unwrap();
     // (Every other hang window is watched step by step: the fast path
     // skips in the others.)

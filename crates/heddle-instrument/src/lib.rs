@@ -70,7 +70,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 57;
+pub const INSTRUMENTER_VERSION: u32 = 58;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -133,9 +133,11 @@ pub struct Config {
     pub memcheck: Option<bool>,
     /// Keep the preemption budget in its global at every budget point,
     /// instead of in a function-local copy that is synchronised at calls and
-    /// exits (the default, which keeps a loop's budget in a register). Both
-    /// forms count exactly the same; this one is the plain reference the
-    /// tests compare the default against.
+    /// exits (the default, which keeps a loop's budget in a register), and
+    /// read the fast path's skip counter from its global at every guarded
+    /// yield point, instead of from a function-local copy reloaded after
+    /// calls. Both forms count exactly the same; this one is the plain
+    /// reference the tests compare the default against.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_in_global: bool,
 }

@@ -472,6 +472,7 @@ struct Scratch {
     g: u32, // f64
     h: u32, // v128
     l: u32, // i32: the preemption budget, when kept in a local
+    s: u32, // i32: the skip counter, when kept in a local
     r: u32, // i32: a call's result
     q: u32, // i32: a fourth call argument
 }
@@ -724,6 +725,9 @@ struct Emitter<'a> {
     /// The local that mirrors the budget global in this function, if any:
     /// see [`Emitter::budget_point`].
     budget_local: Option<u32>,
+    /// The local that mirrors the skip counter in this function, if any:
+    /// see [`Emitter::guarded_yield_point`].
+    skip_local: Option<u32>,
     /// Rewrites legacy exception handling as the operators pass
     /// ([`super::eh`]), in a function that has it.
     eh: Option<super::eh::FuncTranslator>,
@@ -751,6 +755,17 @@ impl Emitter<'_> {
         self.func.instruction(&i);
         if call {
             self.reload_budget();
+            self.reload_skip();
+        }
+    }
+
+    /// After a call: the host may have granted skips or taken them back
+    /// (at any host call, the callee's included).
+    fn reload_skip(&mut self) {
+        if let Some(l) = self.skip_local {
+            self.func
+                .instruction(&Instruction::GlobalGet(self.budget_global + 1));
+            self.func.instruction(&Instruction::LocalSet(l));
         }
     }
 
@@ -786,16 +801,37 @@ impl Emitter<'_> {
 
     /// A yield point the host may let the guest skip: `global.get skip;
     /// if (skip == 0) { yield_point } else { skip -= 1 }`.
+    ///
+    /// With a skip local (see [`Emitter::skip_local`]) the counter is read
+    /// from the local, which is loaded from the global at function entry
+    /// and after every call (the only places the host changes the global),
+    /// and every decrement is written through to the global, so that the
+    /// global is exact wherever the guest may trap. The test and the
+    /// decrement are then a register, not a load of the global and a
+    /// read-modify-write of it.
     fn guarded_yield_point(&mut self, site: u32, addr_local: Option<u32>) {
         let g = self.budget_global + 1;
-        self.ins(Instruction::GlobalGet(g));
+        match self.skip_local {
+            Some(l) => self.ins(Instruction::LocalGet(l)),
+            None => self.ins(Instruction::GlobalGet(g)),
+        }
         self.ins(Instruction::I32Eqz);
         self.cold_if();
         self.yield_point(site, addr_local);
         self.ins(Instruction::Else);
-        self.ins(Instruction::GlobalGet(g));
-        self.ins(Instruction::I32Const(1));
-        self.ins(Instruction::I32Sub);
+        match self.skip_local {
+            Some(l) => {
+                self.ins(Instruction::LocalGet(l));
+                self.ins(Instruction::I32Const(1));
+                self.ins(Instruction::I32Sub);
+                self.ins(Instruction::LocalTee(l));
+            }
+            None => {
+                self.ins(Instruction::GlobalGet(g));
+                self.ins(Instruction::I32Const(1));
+                self.ins(Instruction::I32Sub);
+            }
+        }
         self.ins(Instruction::GlobalSet(g));
         self.ins(Instruction::End);
     }
@@ -1853,13 +1889,14 @@ fn rewrite_body<'a>(
         f: base + 7,
         g: base + 8,
         l: base + 9,
-        h: base + 10,
+        s: base + 10,
+        h: base + 11,
     };
     locals.push((5, ValType::I32));
     locals.push((2, ValType::I64));
     locals.push((1, ValType::F32));
     locals.push((1, ValType::F64));
-    locals.push((1, ValType::I32));
+    locals.push((2, ValType::I32));
     if uses_v128 {
         locals.push((1, ValType::V128));
     }
@@ -1879,6 +1916,7 @@ fn rewrite_body<'a>(
         runs: Vec::new(),
         cold_ifs: Vec::new(),
         budget_local: None,
+        skip_local: None,
         eh,
     };
     if let Some(tr) = em.eh.as_mut() {
@@ -2037,6 +2075,8 @@ fn rewrite_body<'a>(
         if !uses_exceptions && !ctx.budget_in_global {
             em.budget_local = Some(scratch.l);
             em.reload_budget();
+            em.skip_local = Some(scratch.s);
+            em.reload_skip();
         }
         // A generic library function instantiated in the program's unit
         // (Rust's `Iterator::fold`, a libc++ template) has no entry point.
