@@ -35,6 +35,7 @@ use super::Tid;
 use crate::instrument::SiteId;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A vector clock: one logical time per thread (missing entries are 0).
 /// The one clock type of heddle: the race detector, the explorer's
@@ -184,6 +185,9 @@ pub struct Detector {
     joins: Vec<u32>,
     /// Release clocks of atomic locations (by word).
     sync: HashMap<u32, SyncClock, Fx>,
+    /// Per thread, its clock as it was after its latest join (the join
+    /// number, the clock), shared by the release clocks that copy it.
+    snaps: Vec<Option<(u32, Arc<VectorClock>)>>,
     vars: HashMap<u32, VarState, Fx>,
     /// Final clocks of finished threads (for join edges).
     finished: Vec<Option<VectorClock>>,
@@ -198,20 +202,35 @@ pub struct Detector {
 }
 
 /// The release clock of an atomic location.
+///
+/// Most release clocks are copies of one thread's clock (a release by a
+/// thread that held the location's clock already, every read-modify-write):
+/// those share the thread's snapshot ([`Detector::snapshot`]) and keep only
+/// the thread's own entry, so a program's array of a million atomics costs a
+/// few words per atomic, not a clock each. A release into a clock the
+/// thread did not hold makes a clock of the location's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct SyncClock {
-    clock: VectorClock,
-    /// `clock` is exactly the clock thread `.0` had when its epoch `.1`
-    /// ended, after its join number `.2` (see [`Detector::joins`]): a
-    /// release copied it and the thread ticked right after (no other
-    /// thread's release has joined in since).
+enum SyncClock {
+    /// Nothing released here yet.
+    #[default]
+    Empty,
+    /// Thread `t`'s clock as it was when its epoch `own` ended: a release
+    /// copied it and the thread ticked right after. It is `snap`, the
+    /// thread's clock after its latest join then, with entry `t` set to
+    /// `own`.
     ///
-    /// Then a thread whose clock's entry for `.0` is past `.1` (or thread
-    /// `.0` itself) already holds all of `clock`: every entry a clock has
-    /// for a thread came, through joins, from that thread's own clock at a
-    /// time it had that entry, and a thread's clock only grows. The join
-    /// an acquire would make changes nothing and is skipped.
-    owner: Option<(Tid, u32, u32)>,
+    /// Then a thread whose clock's entry for `t` is past `own` (or `t`
+    /// itself) already holds all of the clock: every entry a clock has for
+    /// a thread came, through joins, from that thread's own clock at a time
+    /// it had that entry, and a thread's clock only grows. The join an
+    /// acquire would make changes nothing and is skipped.
+    Copy {
+        snap: Arc<VectorClock>,
+        t: Tid,
+        own: u32,
+    },
+    /// Several threads' releases joined: the location's own clock.
+    Own(Box<VectorClock>),
 }
 
 impl SyncClock {
@@ -219,37 +238,78 @@ impl SyncClock {
     /// without looking at every entry).
     #[inline]
     fn covered_by(&self, t: Tid, c: &VectorClock) -> bool {
-        self.clock.0.is_empty()
-            || self
-                .owner
-                .is_some_and(|(u, epoch, _)| u == t || c.get(u) > epoch)
+        match self {
+            SyncClock::Empty => true,
+            SyncClock::Copy { t: u, own, .. } => *u == t || c.get(*u) > *own,
+            SyncClock::Own(_) => false,
+        }
     }
 
-    /// Becomes a copy of `c`, thread `t`'s clock after its join number
-    /// `joins`, just before `t` ticks. When it already is a copy of `t`'s
-    /// clock after the same join, the two differ only in `t`'s own entry
-    /// (a thread's clock changes only by joins and its own ticks), which
-    /// is all that is copied.
-    fn copy_of(&mut self, t: Tid, c: &VectorClock, joins: u32) {
-        let own = c.get(t);
-        match self.owner {
-            Some((u, _, j)) if u == t && j == joins => self.clock.0[t as usize] = own,
-            _ => self.clock.0.clone_from(&c.0),
+    /// `c := c ⊔ self`.
+    #[inline]
+    fn join_into(&self, c: &mut VectorClock) {
+        match self {
+            SyncClock::Empty => {}
+            SyncClock::Copy { snap, t, own } => {
+                c.join(snap);
+                if c.get(*t) < *own {
+                    c.set(*t, *own);
+                }
+            }
+            SyncClock::Own(own) => c.join(own),
         }
-        self.owner = Some((t, own, joins));
+    }
+
+    /// The clock, whole (a copy when it is shared).
+    #[cfg(test)]
+    fn whole(&self) -> VectorClock {
+        let mut c = VectorClock::default();
+        self.join_into(&mut c);
+        c
+    }
+
+    /// Becomes a copy of thread `t`'s clock: `snap` with `t`'s entry
+    /// `own`, just before `t` ticks.
+    fn copy_of(&mut self, t: Tid, own: u32, snap: &Arc<VectorClock>, spare: &mut Vec<Vec<u32>>) {
+        if let SyncClock::Copy {
+            snap: s,
+            t: u,
+            own: o,
+        } = self
+        {
+            if Arc::ptr_eq(s, snap) {
+                (*u, *o) = (t, own);
+                return;
+            }
+        }
+        let old = std::mem::replace(
+            self,
+            SyncClock::Copy {
+                snap: Arc::clone(snap),
+                t,
+                own,
+            },
+        );
+        keep_clock(spare, old);
+    }
+
+    /// `self := self ⊔ c` for a clock this one is not covered by: it
+    /// becomes the location's own.
+    fn join_from(&mut self, c: &VectorClock, spare: &mut Vec<Vec<u32>>) {
+        if let SyncClock::Own(own) = self {
+            own.join(c);
+            return;
+        }
+        let mut own = fresh(spare);
+        self.join_into(&mut own);
+        own.join(c);
+        *self = SyncClock::Own(Box::new(own));
     }
 }
 
 /// The release clock of the word at `addr` (a new, empty one at first).
-fn sync_clock<'a>(
-    sync: &'a mut HashMap<u32, SyncClock, Fx>,
-    spare: &mut Vec<Vec<u32>>,
-    addr: u32,
-) -> &'a mut SyncClock {
-    sync.entry(addr >> 2).or_insert_with(|| SyncClock {
-        clock: fresh(spare),
-        owner: None,
-    })
+fn sync_clock(sync: &mut HashMap<u32, SyncClock, Fx>, addr: u32) -> &mut SyncClock {
+    sync.entry(addr >> 2).or_default()
 }
 
 /// Most buffers [`Detector::spare`] keeps, and most read lists [`Detector::spare_reads`] keeps.
@@ -260,6 +320,45 @@ fn keep_reads(spare: &mut Vec<Vec<Access>>, mut reads: Vec<Access>) {
     if reads.capacity() > 0 && spare.len() < MAX_SPARE_CLOCKS {
         reads.clear();
         spare.push(reads);
+    }
+}
+
+/// Keeps the buffer of a dropped release clock of a location's own,
+/// within the same bound.
+fn keep_clock(spare: &mut Vec<Vec<u32>>, c: SyncClock) {
+    if let SyncClock::Own(own) = c {
+        let VectorClock(mut v) = *own;
+        if v.capacity() > 0 && spare.len() < MAX_SPARE_CLOCKS {
+            v.clear();
+            spare.push(v);
+        }
+    }
+}
+
+/// Removes the entries of words `first..=last` from `map`, handing each
+/// removed value to `keep` (for its buffers): by look-up when the range is
+/// smaller than the map, else by one pass over the map.
+fn forget_words<V>(map: &mut HashMap<u32, V, Fx>, first: u32, last: u32, mut keep: impl FnMut(V)) {
+    if map.is_empty() {
+        return;
+    }
+    if (last - first) as usize > map.len() {
+        let gone: Vec<u32> = map
+            .keys()
+            .copied()
+            .filter(|w| (first..=last).contains(w))
+            .collect();
+        for w in gone {
+            if let Some(v) = map.remove(&w) {
+                keep(v);
+            }
+        }
+    } else {
+        for w in first..=last {
+            if let Some(v) = map.remove(&w) {
+                keep(v);
+            }
+        }
     }
 }
 
@@ -286,10 +385,13 @@ impl Detector {
         let old = self
             .threads
             .drain(..)
-            .chain(self.sync.drain().map(|(_, c)| c.clock))
+            .chain(self.sync.drain().filter_map(|(_, c)| match c {
+                SyncClock::Own(own) => Some(*own),
+                _ => None,
+            }))
             .chain(self.finished.drain(..).flatten());
         for VectorClock(mut v) in old {
-            if self.spare.len() < MAX_SPARE_CLOCKS {
+            if v.capacity() > 0 && self.spare.len() < MAX_SPARE_CLOCKS {
                 v.clear();
                 self.spare.push(v);
             }
@@ -298,6 +400,7 @@ impl Detector {
             keep_reads(&mut self.spare_reads, v.reads);
         }
         self.joins.clear();
+        self.snaps.clear();
         self.thread(0);
     }
 
@@ -350,13 +453,31 @@ impl Detector {
         self.tick(parent);
     }
 
+    /// Thread `t`'s clock as a shared snapshot, taken once per join (its
+    /// own entry may lag: between two joins only that entry changes).
+    fn snapshot(&mut self, t: Tid) -> Arc<VectorClock> {
+        let joins = self.joins[t as usize];
+        let i = t as usize;
+        if self.snaps.len() <= i {
+            self.snaps.resize(i + 1, None);
+        }
+        match &self.snaps[i] {
+            Some((j, s)) if *j == joins => Arc::clone(s),
+            _ => {
+                let s = Arc::new(self.threads[i].clone());
+                self.snaps[i] = Some((joins, Arc::clone(&s)));
+                s
+            }
+        }
+    }
+
     /// An atomic read of the word at `addr`.
     pub fn acquire(&mut self, t: Tid, addr: u32) {
         self.thread(t);
         if let Some(l) = self.sync.get(&(addr >> 2)) {
             let c = &mut self.threads[t as usize];
             if !l.covered_by(t, c) {
-                c.join(&l.clock);
+                l.join_into(c);
                 self.joins[t as usize] += 1;
             }
         }
@@ -365,14 +486,20 @@ impl Detector {
     /// An atomic write of the word at `addr`.
     pub fn release(&mut self, t: Tid, addr: u32) {
         self.thread(t);
-        let c = &self.threads[t as usize];
-        let l = sync_clock(&mut self.sync, &mut self.spare, addr);
-        if l.covered_by(t, c) {
-            // The join would give `c` itself.
-            l.copy_of(t, c, self.joins[t as usize]);
+        let covered = {
+            let c = &self.threads[t as usize];
+            sync_clock(&mut self.sync, addr).covered_by(t, c)
+        };
+        if covered {
+            // The join would give `t`'s clock itself.
+            let snap = self.snapshot(t);
+            let own = self.threads[t as usize].get(t);
+            let l = sync_clock(&mut self.sync, addr);
+            l.copy_of(t, own, &snap, &mut self.spare);
         } else {
-            l.clock.join(c);
-            l.owner = None;
+            let c = &self.threads[t as usize];
+            let l = sync_clock(&mut self.sync, addr);
+            l.join_from(c, &mut self.spare);
         }
         self.tick(t);
     }
@@ -383,14 +510,18 @@ impl Detector {
     /// word's, so the release's join is a copy.
     pub fn rmw(&mut self, t: Tid, addr: u32) {
         self.thread(t);
-        let c = &mut self.threads[t as usize];
-        let l = sync_clock(&mut self.sync, &mut self.spare, addr);
-        let joins = &mut self.joins[t as usize];
-        if !l.covered_by(t, c) {
-            c.join(&l.clock);
-            *joins += 1;
+        {
+            let c = &mut self.threads[t as usize];
+            let l = sync_clock(&mut self.sync, addr);
+            if !l.covered_by(t, c) {
+                l.join_into(c);
+                self.joins[t as usize] += 1;
+            }
         }
-        l.copy_of(t, c, *joins);
+        let snap = self.snapshot(t);
+        let own = self.threads[t as usize].get(t);
+        let l = sync_clock(&mut self.sync, addr);
+        l.copy_of(t, own, &snap, &mut self.spare);
         self.tick(t);
     }
 
@@ -426,28 +557,20 @@ impl Detector {
         self.tick(notifier);
     }
 
-    /// Forgets the history of `[addr, addr + len)` (fresh heap memory).
+    /// Forgets the history of `[addr, addr + len)` (fresh heap memory):
+    /// its plain accesses and the release clocks of its atomic words, so
+    /// that neither a new object's races nor its synchronisation inherit
+    /// from the freed object that had its address, and the maps stay the
+    /// size of the live heap however long the run.
     pub fn reset(&mut self, addr: u32, len: u32) {
         if len == 0 {
             return;
         }
         let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
-        let spare = &mut self.spare_reads;
-        if (last - first) as usize > self.vars.len() {
-            self.vars.retain(|w, v| {
-                let keep = *w < first || *w > last;
-                if !keep {
-                    keep_reads(spare, std::mem::take(&mut v.reads));
-                }
-                keep
-            });
-        } else {
-            for w in first..=last {
-                if let Some(v) = self.vars.remove(&w) {
-                    keep_reads(spare, v.reads);
-                }
-            }
-        }
+        let reads = &mut self.spare_reads;
+        forget_words(&mut self.vars, first, last, |v| keep_reads(reads, v.reads));
+        let clocks = &mut self.spare;
+        forget_words(&mut self.sync, first, last, |c| keep_clock(clocks, c));
     }
 
     /// A plain access; returns the first race it completes, if any.
@@ -697,8 +820,8 @@ mod tests {
         assert_eq!(a.threads, b.threads);
         for w in 0..5 {
             assert_eq!(
-                a.sync.get(&w).map(|l| &l.clock),
-                b.sync.get(&w).map(|l| &l.clock)
+                a.sync.get(&w).map(SyncClock::whole),
+                b.sync.get(&w).map(SyncClock::whole)
             );
         }
     }
@@ -775,6 +898,11 @@ mod tests {
                     let c = p.thread(u).clone();
                     p.join_from(t, &c);
                 }
+                8 if rng.range(0, 9) == 0 => {
+                    // Fresh heap memory: the word has no release history.
+                    d.reset(w, 4);
+                    p.sync.remove(&(w >> 2));
+                }
                 6 => {
                     let u = live[rng.range(0, live.len() as u64 - 1) as usize];
                     d.wake(t, u);
@@ -796,7 +924,7 @@ mod tests {
                 }
             }
             for (w, c) in &p.sync {
-                let mine = &d.sync[w].clock;
+                let mine = &d.sync[w].whole();
                 for k in 0..c.0.len().max(mine.0.len()) {
                     assert_eq!(mine.get(k as Tid), c.get(k as Tid), "word {w} entry {k}");
                 }
@@ -867,5 +995,57 @@ mod tests {
         // A wake orders the notifier's past before the woken thread.
         d.wake(0, 1);
         assert!(d.access(1, 8, 4, true, 5, 5).is_none());
+    }
+
+    /// Fresh heap memory has no release history: a flag released in a
+    /// freed object does not order the next object's accesses.
+    #[test]
+    fn reset_forgets_release_clocks() {
+        let mut d = Detector::new();
+        d.spawn(0, 1);
+        assert!(d.access(0, 64, 4, true, 1, 1).is_none());
+        d.release(0, 16);
+        d.reset(16, 4);
+        d.acquire(1, 16);
+        assert!(
+            d.access(1, 64, 4, true, 2, 2).is_some(),
+            "ordered only through a freed word"
+        );
+        assert!(d.sync.is_empty());
+    }
+
+    /// Releases by threads that hold the location's clock share their
+    /// thread's snapshot: an array of atomics costs no clock per atomic.
+    #[test]
+    fn many_atomics_share_a_few_clocks() {
+        let mut d = Detector::new();
+        for t in 1..32 {
+            d.spawn(0, t);
+        }
+        for i in 0..100_000u32 {
+            let t = i % 32;
+            d.rmw(t, 4 * i);
+            if i % 1000 == 0 {
+                // Threads meet now and then: a join starts a new snapshot.
+                d.wake(t, (t + 1) % 32);
+            }
+        }
+        let mut snaps = std::collections::BTreeSet::new();
+        for c in d.sync.values() {
+            match c {
+                SyncClock::Copy { snap, .. } => {
+                    snaps.insert(Arc::as_ptr(snap) as usize);
+                }
+                other => panic!("not a shared copy: {other:?}"),
+            }
+        }
+        assert_eq!(d.sync.len(), 100_000);
+        assert!(snaps.len() <= 32 + 100, "{} snapshots", snaps.len());
+        // And each reads as the releasing thread's clock then: word 5 is
+        // thread 5's first release, made in its first epoch.
+        let mut probe = VectorClock::default();
+        d.sync[&5].join_into(&mut probe);
+        assert_eq!(probe.get(5), 1);
+        assert!(d.threads[5].get(5) > 3000);
     }
 }
