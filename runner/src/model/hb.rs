@@ -138,21 +138,96 @@ pub struct Race {
     pub second: Access,
 }
 
+/// What the detector remembers of one word. Most words are written by
+/// one thread and read by at most one since: those fit in the state
+/// itself, and only the others take a heap allocation ([`Extra`]), so a
+/// run that touches a large array costs about 80 bytes a word.
 #[derive(Debug, Clone, Default)]
 struct VarState {
     /// The last write of the word.
     write: Option<Access>,
+    /// The first of the reads since the last write of their bytes (the
+    /// others are in `extra.reads`, in the order made): per thread, one
+    /// per mask. `None` only when there is no read.
+    read: Option<Access>,
+    /// Earlier writes and further reads, when there are any.
+    extra: Option<Box<Extra>>,
+}
+
+/// A word's rarer history.
+#[derive(Debug, Clone, Default)]
+struct Extra {
     /// Earlier writes still last for some bytes `write` did not touch (their
-    /// masks disjoint from each other and from `write`'s): empty while
-    /// every write covers the whole word.
+    /// masks disjoint from each other and from `write`'s).
     older: Vec<Access>,
-    /// Reads since the last write of their bytes: per thread, one per mask.
+    /// Reads after `VarState::read`.
     reads: Vec<Access>,
+}
+
+impl VarState {
+    fn extra(&mut self, spare: &mut Vec<Extra>) -> &mut Extra {
+        self.extra
+            .get_or_insert_with(|| Box::new(spare.pop().unwrap_or_default()))
+    }
+
+    fn older(&self) -> &[Access] {
+        self.extra.as_deref().map_or(&[], |e| &e.older)
+    }
+
+    fn reads(&self) -> impl Iterator<Item = &Access> {
+        let more: &[Access] = self.extra.as_deref().map_or(&[], |e| &e.reads);
+        self.read.iter().chain(more)
+    }
+
+    fn no_reads(&self) -> bool {
+        self.read.is_none()
+    }
+
+    fn push_read(&mut self, a: Access, spare: &mut Vec<Extra>) {
+        if self.read.is_none() {
+            self.read = Some(a);
+        } else {
+            self.extra(spare).reads.push(a);
+        }
+    }
+
+    /// Drops the bytes of `mask` from every earlier write and every read,
+    /// and the accesses left with none.
+    fn forget_bytes(&mut self, mask: u8) {
+        let keep = |a: &mut Access| {
+            a.mask &= !mask;
+            a.mask != 0
+        };
+        if let Some(e) = &mut self.extra {
+            e.older.retain_mut(keep);
+            e.reads.retain_mut(keep);
+        }
+        if let Some(r) = &mut self.read {
+            if !keep(r) {
+                // The next read moves up, keeping the order made.
+                self.read = match &mut self.extra {
+                    Some(e) if !e.reads.is_empty() => Some(e.reads.remove(0)),
+                    _ => None,
+                };
+            }
+        }
+    }
+
+    /// Hands the state's allocation, emptied, to `spare`.
+    fn recycle(self, spare: &mut Vec<Extra>) {
+        if let Some(mut e) = self.extra {
+            if spare.len() < MAX_SPARE_CLOCKS {
+                e.older.clear();
+                e.reads.clear();
+                spare.push(*e);
+            }
+        }
+    }
 }
 
 /// Fx hash (rustc's): fast for integer keys, and deterministic. The maps
 /// are iterated only to hand their clocks' buffers and read lists to
-/// [`Detector::spare`] and [`Detector::spare_reads`] (emptied, so only
+/// [`Detector::spare`] and [`Detector::spare_extra`] (emptied, so only
 /// capacity moves), so their order cannot leak into a run.
 #[derive(Default)]
 struct FxHasher(u64);
@@ -198,7 +273,7 @@ pub struct Detector {
     spare: Vec<Vec<u32>>,
     /// Read lists of words an earlier run or a reset dropped, emptied, for
     /// the words accessed next (as [`Detector::spare`] for clocks).
-    spare_reads: Vec<Vec<Access>>,
+    spare_extra: Vec<Extra>,
 }
 
 /// The release clock of an atomic location.
@@ -312,16 +387,8 @@ fn sync_clock(sync: &mut HashMap<u32, SyncClock, Fx>, addr: u32) -> &mut SyncClo
     sync.entry(addr >> 2).or_default()
 }
 
-/// Most buffers [`Detector::spare`] keeps, and most read lists [`Detector::spare_reads`] keeps.
+/// Most buffers [`Detector::spare`] keeps, and most [`Extra`]s [`Detector::spare_extra`] keeps.
 const MAX_SPARE_CLOCKS: usize = 1 << 16;
-
-/// Keeps the buffer of a dropped read list, emptied, within the same bound.
-fn keep_reads(spare: &mut Vec<Vec<Access>>, mut reads: Vec<Access>) {
-    if reads.capacity() > 0 && spare.len() < MAX_SPARE_CLOCKS {
-        reads.clear();
-        spare.push(reads);
-    }
-}
 
 /// Keeps the buffer of a dropped release clock of a location's own,
 /// within the same bound.
@@ -397,7 +464,7 @@ impl Detector {
             }
         }
         for (_, v) in self.vars.drain() {
-            keep_reads(&mut self.spare_reads, v.reads);
+            v.recycle(&mut self.spare_extra);
         }
         self.joins.clear();
         self.snaps.clear();
@@ -567,8 +634,8 @@ impl Detector {
             return;
         }
         let (first, last) = (addr >> 2, addr.saturating_add(len - 1) >> 2);
-        let reads = &mut self.spare_reads;
-        forget_words(&mut self.vars, first, last, |v| keep_reads(reads, v.reads));
+        let extras = &mut self.spare_extra;
+        forget_words(&mut self.vars, first, last, |v| v.recycle(extras));
         let clocks = &mut self.spare;
         forget_words(&mut self.sync, first, last, |c| keep_clock(clocks, c));
     }
@@ -630,24 +697,20 @@ impl Detector {
             mask,
         };
         let ordered = |a: &Access| a.tid == t || a.clock <= tc.get(a.tid);
-        let spare = &mut self.spare_reads;
-        let state = self.vars.entry(w).or_insert_with(|| VarState {
-            write: None,
-            older: Vec::new(),
-            reads: spare.pop().unwrap_or_default(),
-        });
+        let spare = &mut self.spare_extra;
+        let state = self.vars.entry(w).or_default();
         // Fast path: this thread already wrote the whole word in this epoch.
         if let Some(prev) = &state.write {
             if prev.tid == t
                 && prev.clock == clock
                 && prev.mask == WHOLE
                 && mask == WHOLE
-                && state.reads.is_empty()
+                && state.no_reads()
             {
                 if write {
                     state.write = Some(me);
                 } else {
-                    state.reads.push(me);
+                    state.read = Some(me);
                 }
                 return None;
             }
@@ -657,45 +720,41 @@ impl Detector {
         let other = state
             .write
             .iter()
-            .chain(&state.older)
+            .chain(state.older())
             .find(|a| conflict(a))
-            .or_else(|| {
-                write
-                    .then(|| state.reads.iter().find(|r| conflict(r)))
-                    .flatten()
-            });
+            .or_else(|| write.then(|| state.reads().find(|r| conflict(r))).flatten())
+            .copied();
         let race = other.map(|prev| Race {
             addr: (w << 2) + (prev.mask & mask).trailing_zeros(),
-            first: *prev,
+            first: prev,
             second: me,
         });
         if write {
             // The bytes written now are no earlier access's any more.
+            state.forget_bytes(mask);
             if let Some(mut prev) = state.write.take() {
                 prev.mask &= !mask;
                 if prev.mask != 0 {
-                    state.older.push(prev);
+                    state.extra(spare).older.push(prev);
                 }
             }
-            state.older.retain_mut(|a| {
-                a.mask &= !mask;
-                a.mask != 0
-            });
             state.write = Some(me);
-            state.reads.retain_mut(|r| {
-                r.mask &= !mask;
-                r.mask != 0
-            });
         } else {
             // A later read of the same bytes by the same thread stands for
             // the earlier one.
-            match state
-                .reads
-                .iter_mut()
-                .find(|r| r.tid == t && r.mask & !mask == 0)
-            {
-                Some(r) => *r = me,
-                None => state.reads.push(me),
+            let same = |r: &Access| r.tid == t && r.mask & !mask == 0;
+            match &mut state.read {
+                Some(r) if same(r) => *r = me,
+                _ => {
+                    let later = state
+                        .extra
+                        .as_deref_mut()
+                        .and_then(|e| e.reads.iter_mut().find(|r| same(r)));
+                    match later {
+                        Some(r) => *r = me,
+                        None => state.push_read(me, spare),
+                    }
+                }
             }
         }
         race
@@ -721,10 +780,17 @@ mod tests {
                     0 => d.rmw(t, w),
                     1 => d.release(t, w + 64),
                     2 => d.acquire(t, w + 64),
-                    _ => races.extend(d.access(t, w + 128, 4, i % 8 == 3, 0, i as u64)),
+                    _ => {
+                        races.extend(d.access(t, w + 128, 4, i % 8 == 3, 0, i as u64));
+                        if i % 8 == 7 {
+                            // A second reader: the word's history grows.
+                            let u = (t + 1) % 9;
+                            races.extend(d.access(u, w + 128, 4, false, 0, i as u64));
+                        }
+                    }
                 }
                 if i == 150 {
-                    // Fresh memory: its words' read lists become spares.
+                    // Fresh memory: its words' extra histories become spares.
                     d.reset(128, 16);
                 }
             }
@@ -741,7 +807,7 @@ mod tests {
         for _ in 0..3 {
             reused.clear();
             assert!(!reused.spare.is_empty());
-            assert!(!reused.spare_reads.is_empty());
+            assert!(!reused.spare_extra.is_empty());
             assert_eq!(ops(&mut reused), ops(&mut Detector::new()));
         }
         assert_eq!(ops(&mut Detector::new()), first);
