@@ -96,6 +96,14 @@ fn hunt_with(dir: &Path, module: &str, extra: &[&str], needle: &str) -> String {
     stdout
 }
 
+/// The sh script that configures with heddle's CMake toolchain file into
+/// `dir` (with `flags`) and builds.
+fn cmake(dir: &str, flags: &str) -> String {
+    format!(
+        "cmake -S . -B {dir} -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" {flags}; cmake --build {dir}"
+    )
+}
+
 /// The fixed build passes every run, with no data race reported.
 fn passes(dir: &Path, module: &str) {
     passes_with(dir, module, &[])
@@ -384,11 +392,6 @@ fn makefile_that_hard_codes_gcc_and_gnu_linker_options() {
 fn cmake_cxx_library_whose_tests_throw_across_threads() {
     toolchain();
     let p = copy_project("cmake-jobs");
-    let cmake = |dir: &str, flags: &str| {
-        format!(
-            "cmake -S . -B {dir} -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" {flags}; cmake --build {dir}"
-        )
-    };
     let build = sh(p.path(), &cmake("build", ""));
     assert_ok("cmake", &build);
     let ctest = sh(p.path(), "cd build && ctest --output-on-failure");
@@ -460,11 +463,6 @@ fn makefile_project_recovering_with_longjmp_in_workers() {
 fn cmake_thread_pool_paused_with_pthread_kill() {
     toolchain();
     let p = copy_project("cmake-thpool");
-    let cmake = |dir: &str, flags: &str| {
-        format!(
-            "cmake -S . -B {dir} -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\" {flags}; cmake --build {dir}"
-        )
-    };
     assert_ok("cmake", &sh(p.path(), &cmake("build", "")));
     let stdout = hunt_with(
         p.path(),

@@ -819,21 +819,24 @@ impl Emitter<'_> {
         self.cold_if();
         self.yield_point(site, addr_local);
         self.ins(Instruction::Else);
-        match self.skip_local {
-            Some(l) => {
-                self.ins(Instruction::LocalGet(l));
-                self.ins(Instruction::I32Const(1));
-                self.ins(Instruction::I32Sub);
-                self.ins(Instruction::LocalTee(l));
-            }
-            None => {
-                self.ins(Instruction::GlobalGet(g));
-                self.ins(Instruction::I32Const(1));
-                self.ins(Instruction::I32Sub);
-            }
-        }
+        self.decremented(self.skip_local, g);
         self.ins(Instruction::GlobalSet(g));
         self.ins(Instruction::End);
+    }
+
+    /// Pushes a counter minus one: the counter is `local` when there is
+    /// one (which then holds the new value too), else global `g` (left as
+    /// it was).
+    fn decremented(&mut self, local: Option<u32>, g: u32) {
+        match local {
+            Some(l) => self.ins(Instruction::LocalGet(l)),
+            None => self.ins(Instruction::GlobalGet(g)),
+        }
+        self.ins(Instruction::I32Const(1));
+        self.ins(Instruction::I32Sub);
+        if let Some(l) = local {
+            self.ins(Instruction::LocalTee(l));
+        }
     }
 
     /// `i32.const site; <addr>; call access; if call switch end`.
@@ -874,20 +877,10 @@ impl Emitter<'_> {
     /// (The host only ever writes the global, from within a call.)
     fn budget_point(&mut self, site: u32) {
         let g = self.budget_global;
-        match self.budget_local {
-            Some(l) => {
-                self.ins(Instruction::LocalGet(l));
-                self.ins(Instruction::I32Const(1));
-                self.ins(Instruction::I32Sub);
-                self.ins(Instruction::LocalTee(l));
-            }
-            None => {
-                self.ins(Instruction::GlobalGet(g));
-                self.ins(Instruction::I32Const(1));
-                self.ins(Instruction::I32Sub);
-                self.ins(Instruction::GlobalSet(g));
-                self.ins(Instruction::GlobalGet(g));
-            }
+        self.decremented(self.budget_local, g);
+        if self.budget_local.is_none() {
+            self.ins(Instruction::GlobalSet(g));
+            self.ins(Instruction::GlobalGet(g));
         }
         self.ins(Instruction::I32Eqz);
         self.cold_if();
