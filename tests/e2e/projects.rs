@@ -558,6 +558,8 @@ int main(int argc, char **argv) {
 
 /// CMake's run checks (`check_c_source_runs`, `test_big_endian`) work
 /// across the cross compile: the toolchain file names heddle's emulator.
+/// ctest runs tests declared with either `add_test` signature through it,
+/// with the program's exit code.
 #[test]
 fn cmake_run_checks_use_the_toolchain_files_emulator() {
     toolchain();
@@ -572,17 +574,32 @@ check_c_source_runs("int main(void) { return 1; }" ALWAYS_FAILS)
 include(TestBigEndian)
 test_big_endian(BIG_ENDIAN)
 message(STATUS "probes: ${LONG_IS_32_BITS}/${ALWAYS_FAILS}/${BIG_ENDIAN}")
+enable_testing()
+add_executable(prog prog.c)
+add_test(NAME new_style COMMAND prog 0)
+# The old signature names the program by its file name.
+add_test(old_style prog 0)
+add_test(old_style_failing prog 3)
 "#,
     )
     .unwrap();
-    let o = sh(
-        dir.path(),
-        "cmake -S . -B b -DCMAKE_TOOLCHAIN_FILE=\"$(\"$HEDDLE\" toolchain cmake)\"",
-    );
+    std::fs::write(
+        dir.path().join("prog.c"),
+        "#include <stdlib.h>\nint main(int c, char **v) { return c > 1 ? atoi(v[1]) : 9; }\n",
+    )
+    .unwrap();
+    let o = sh(dir.path(), &cmake("b", ""));
     assert_ok("cmake", &o);
     assert!(
         text(&o.stdout).contains("-- probes: 1//0"),
         "{}",
         text(&o.stdout)
     );
+    let o = sh(dir.path(), "cd b && ctest --output-on-failure || true");
+    let log = text(&o.stdout);
+    assert!(
+        log.contains("67% tests passed, 1 tests failed out of 3"),
+        "{log}"
+    );
+    assert!(log.contains("old_style_failing (Failed)"), "{log}");
 }

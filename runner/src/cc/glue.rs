@@ -141,7 +141,24 @@ pub fn install(tc: &Toolchain, heddle: &Path) -> Result<Glue> {
          set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)\n\
          set(THREADS_PREFER_PTHREAD_FLAG ON)\n\
          # ctest and try_run run the modules with heddle (one run, seed 0).\n\
-         set(CMAKE_CROSSCOMPILING_EMULATOR {run})\n",
+         set(CMAKE_CROSSCOMPILING_EMULATOR {run})\n\
+         # add_test(name command ...), the old signature, names a program by its\n\
+         # file name and runs it as it is: given as add_test(NAME … COMMAND …),\n\
+         # a target's module is found and run through the emulator, as natively.\n\
+         # (Once: this file is read again by each enable_language.)\n\
+         if(NOT COMMAND __heddle_add_test)\n\
+         \x20 function(__heddle_add_test)\n\
+         \x20 endfunction()\n\
+         \x20 function(add_test)\n\
+         \x20   if(ARGC GREATER 1 AND NOT ARGV0 STREQUAL \"NAME\")\n\
+         \x20     set(args ${{ARGV}})\n\
+         \x20     list(REMOVE_AT args 0)\n\
+         \x20     _add_test(NAME ${{ARGV0}} COMMAND ${{args}})\n\
+         \x20   else()\n\
+         \x20     _add_test(${{ARGV}})\n\
+         \x20   endif()\n\
+         \x20 endfunction()\n\
+         endif()\n",
         cc = q(&glue.cc),
         cxx = q(&glue.cxx),
         ar = q(&glue.ar),
