@@ -1126,6 +1126,22 @@ fn run_prints_the_program_output() {
         "{}",
         text(&json.stderr)
     );
+    // A run cut off by --max-steps is inconclusive: exit 0, and the JSON
+    // result agrees; its verdict says why.
+    let json = heddle_out(&[
+        "run",
+        "targets/race_bank.c",
+        "--max-steps",
+        "20",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&json.stdout)));
+    assert_eq!(doc["result"], "pass", "{doc}");
+    assert_eq!(doc["verdict"]["kind"], "too-long", "{doc}");
+    assert_eq!(doc["statistics"]["failing"], 0, "{doc}");
 }
 
 /// `--color` and the `NO_COLOR` / `CLICOLOR_FORCE` conventions, on a
