@@ -137,6 +137,17 @@ fn alarm_on_the_virtual_clock_ends_a_pause_and_a_sleep() {
 }
 
 #[test]
+fn a_handler_cuts_a_sem_wait_short() {
+    let out = run_misc("SEMINTR");
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("sem_wait cut short by a handler: EINTR"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn setitimer_ticks_on_the_virtual_clock() {
     let out = run_misc("ITIMER");
     let stdout = stdout_of(&out);
@@ -158,7 +169,7 @@ fn sigsuspend_delivers_a_pending_signal_and_returns() {
 /// Every signal call of the sequence holds in every schedule.
 #[test]
 fn the_signal_calls_hold_in_every_schedule() {
-    for case in ["SIGWAIT", "SLEEP", "SUSPEND", "ALARM", "ITIMER"] {
+    for case in ["SIGWAIT", "SLEEP", "SUSPEND", "ALARM", "ITIMER", "SEMINTR"] {
         let dir = tempdir();
         let camp = dir.path().join("campaign");
         let define = format!("-D{case}");

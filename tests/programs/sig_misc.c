@@ -8,11 +8,15 @@
  *   ALARM       alarm() on the virtual clock ends a pause and a sleep.
  *   ITIMER      setitimer(ITIMER_REAL) ticks every 250 ms of virtual time
  *               while a worker thread blocks SIGALRM; getitimer reads it.
+ *   SEMINTR     a handler cuts a sem_wait short with EINTR (SA_RESTART or
+ *               not, as on Linux); the next sem_wait takes the post.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,6 +72,26 @@ static void *sleeper(void *arg) {
     int r = nanosleep(&ts, NULL);
     assert(r == -1 && errno == EINTR && "nanosleep returns early");
     printf("sleep cut short after %.0f s, nanosleep too\n", slept);
+    return NULL;
+}
+#endif
+
+#ifdef SEMINTR
+static sem_t sem;
+
+static void *sem_waiter(void *arg) {
+    (void)arg;
+    atomic_store(&ready, 1);
+    int r = sem_wait(&sem);
+    int e = errno;
+    assert(r == -1 && e == EINTR && "a handler cuts sem_wait short");
+    assert(atomic_load(&handled) >= SIGUSR1);
+    atomic_store(&ready, 2);
+    /* A signal main sent before it saw `ready` may cut this one short
+     * too: the usual loop. */
+    while ((r = sem_wait(&sem)) == -1 && errno == EINTR)
+        ;
+    assert(r == 0 && "the next sem_wait takes the post");
     return NULL;
 }
 #endif
@@ -198,6 +222,28 @@ int main(void) {
     pthread_join(t, NULL);
     printf("itimer: %d ticks in %.2f s\n", ticks, slept);
     assert(ticks == 4);
+#endif
+#ifdef SEMINTR
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_signal;
+    act.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &act, NULL);
+    sem_init(&sem, 0, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, sem_waiter, NULL);
+    while (atomic_load(&ready) != 1)
+        sched_yield();
+    /* A signal that lands before the waiter waits only runs the
+     * handler (the wait then waits): send until one cuts it short. */
+    struct timespec ms = {0, 1000000};
+    while (atomic_load(&ready) != 2) {
+        pthread_kill(t, SIGUSR1);
+        nanosleep(&ms, NULL);
+    }
+    sem_post(&sem);
+    pthread_join(t, NULL);
+    printf("sem_wait cut short by a handler: EINTR\n");
 #endif
 #ifdef LONELY
     sigset_t set;

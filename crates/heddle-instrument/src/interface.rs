@@ -178,6 +178,10 @@ host_calls! {
         /// were left of the previous setting. `ns` = `u64::MAX` only reads
         /// what is left, changing nothing.
         SigTimer = "sig_timer" (I64, I64) -> (I64);
+        /// `sig_interrupted() -> i32`: 1 when a signal handler ran during
+        /// one of the calling thread's futex waits since it last asked
+        /// (cleared by asking), else 0.
+        SigInterrupted = "sig_interrupted" () -> (I32);
     }
 }
 
@@ -207,7 +211,8 @@ mod tests {
         let header = include_str!("../../../guest-sdk/include/heddle.h");
         let compat = concat!(
             include_str!("../../../guest-sdk/compat/compat.c"),
-            include_str!("../../../guest-sdk/compat/signals.c")
+            include_str!("../../../guest-sdk/compat/signals.c"),
+            include_str!("../../../guest-sdk/compat/semaphore.c")
         );
         let mut guest: Vec<&str> = header
             .split("HEDDLE_IMPORT(\"")

@@ -107,6 +107,10 @@ pub const COMPAT_SOURCES: &[(&str, &str)] = &[
     ("posix.c", include_str!("../../../guest-sdk/compat/posix.c")),
     ("sleep.c", include_str!("../../../guest-sdk/compat/sleep.c")),
     (
+        "semaphore.c",
+        include_str!("../../../guest-sdk/compat/semaphore.c"),
+    ),
+    (
         "setjmp.c",
         include_str!("../../../guest-sdk/compat/setjmp.c"),
     ),

@@ -287,8 +287,10 @@ async fn futex_wait(
     };
     if interrupted {
         // Woken for a signal: its handler runs, then the wait returns as a
-        // wake (the C library re-checks its word and waits again).
+        // wake (the C library re-checks its word and waits again; the
+        // SDK's `sem_wait` asks `sig_interrupted` and fails with EINTR).
         deliver_signals(caller).await?;
+        run.get().threads[tid as usize].wait_cut = true;
     }
     Ok(r)
 }

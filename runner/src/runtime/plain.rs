@@ -899,6 +899,7 @@ pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Resul
     linker.func_wrap(m, SdkImport::SigKill.name(), |_: u32, _: u32| 0i32)?;
     linker.func_wrap(m, SdkImport::SigPending.name(), || 0u64)?;
     linker.func_wrap(m, SdkImport::SigTimer.name(), |_: u64, _: u64| 0u64)?;
+    linker.func_wrap(m, SdkImport::SigInterrupted.name(), || 0i32)?;
     linker.func_wrap(
         m,
         SdkImport::SigWait.name(),

@@ -188,6 +188,15 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
     )?;
     linker.func_wrap(
         m,
+        SdkImport::SigInterrupted.name(),
+        |caller: Caller<'_, ThreadCtx>| -> i32 {
+            let tid = caller.data().tid;
+            let mut st = caller.data().run.get();
+            i32::from(std::mem::take(&mut st.threads[tid as usize].wait_cut))
+        },
+    )?;
+    linker.func_wrap(
+        m,
         SdkImport::SigTimer.name(),
         |caller: Caller<'_, ThreadCtx>, ns: u64, interval: u64| -> u64 {
             let mut st = caller.data().run.get();

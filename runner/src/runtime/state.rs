@@ -127,6 +127,9 @@ pub struct ThreadRec {
     pub sig_resume: Option<Pending>,
     /// Its wait or sleep ended early for a signal.
     pub interrupted: bool,
+    /// A signal handler ran during one of its futex waits since the guest
+    /// last asked (`sig_interrupted`: a `sem_wait` then fails with EINTR).
+    pub wait_cut: bool,
     /// Site of the wait/sleep it blocked at.
     pub block_site: SiteId,
     /// Its stack when it blocked (only captured with diagnostics).
@@ -228,6 +231,7 @@ impl ThreadRec {
             sig_mask: 0,
             sig_resume: None,
             interrupted: false,
+            wait_cut: false,
             block_site: NO_SITE,
             block_stack: Vec::new(),
             last_event: None,
