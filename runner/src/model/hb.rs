@@ -226,7 +226,7 @@ impl VarState {
 }
 
 /// Fx hash (rustc's): fast for integer keys, and deterministic. The maps
-/// are iterated only to hand their clocks' buffers and read lists to
+/// are iterated only to hand their clocks' buffers and word histories to
 /// [`Detector::spare`] and [`Detector::spare_extra`] (emptied, so only
 /// capacity moves), so their order cannot leak into a run.
 #[derive(Default)]
@@ -271,8 +271,9 @@ pub struct Detector {
     /// hundred-entry clock per thread and per synchronising word). Only
     /// their capacity carries over: a reused buffer starts empty.
     spare: Vec<Vec<u32>>,
-    /// Read lists of words an earlier run or a reset dropped, emptied, for
-    /// the words accessed next (as [`Detector::spare`] for clocks).
+    /// The [`Extra`] histories of words an earlier run or a reset dropped,
+    /// emptied, for the words accessed next (as [`Detector::spare`] for
+    /// clocks).
     spare_extra: Vec<Extra>,
 }
 
@@ -382,9 +383,25 @@ impl SyncClock {
     }
 }
 
-/// The release clock of the word at `addr` (a new, empty one at first).
-fn sync_clock(sync: &mut HashMap<u32, SyncClock, Fx>, addr: u32) -> &mut SyncClock {
-    sync.entry(addr >> 2).or_default()
+/// Thread `t`'s clock `c`, after its join number `joins`, as a snapshot
+/// shared by the release clocks that copy it: taken once per join, since
+/// between two joins only `t`'s own entry changes (which the copies keep
+/// apart), so the snapshot's may lag.
+fn snapshot<'a>(
+    snaps: &'a mut Vec<Option<(u32, Arc<VectorClock>)>>,
+    t: Tid,
+    c: &VectorClock,
+    joins: u32,
+) -> &'a Arc<VectorClock> {
+    let i = t as usize;
+    if snaps.len() <= i {
+        snaps.resize(i + 1, None);
+    }
+    let slot = &mut snaps[i];
+    if !matches!(slot, Some((j, _)) if *j == joins) {
+        *slot = Some((joins, Arc::new(c.clone())));
+    }
+    &slot.as_ref().expect("just set").1
 }
 
 /// Most buffers [`Detector::spare`] keeps, and most [`Extra`]s [`Detector::spare_extra`] keeps.
@@ -410,15 +427,8 @@ fn forget_words<V>(map: &mut HashMap<u32, V, Fx>, first: u32, last: u32, mut kee
         return;
     }
     if (last - first) as usize > map.len() {
-        let gone: Vec<u32> = map
-            .keys()
-            .copied()
-            .filter(|w| (first..=last).contains(w))
-            .collect();
-        for w in gone {
-            if let Some(v) = map.remove(&w) {
-                keep(v);
-            }
+        for (_, v) in map.extract_if(|w, _| (first..=last).contains(w)) {
+            keep(v);
         }
     } else {
         for w in first..=last {
@@ -520,24 +530,6 @@ impl Detector {
         self.tick(parent);
     }
 
-    /// Thread `t`'s clock as a shared snapshot, taken once per join (its
-    /// own entry may lag: between two joins only that entry changes).
-    fn snapshot(&mut self, t: Tid) -> Arc<VectorClock> {
-        let joins = self.joins[t as usize];
-        let i = t as usize;
-        if self.snaps.len() <= i {
-            self.snaps.resize(i + 1, None);
-        }
-        match &self.snaps[i] {
-            Some((j, s)) if *j == joins => Arc::clone(s),
-            _ => {
-                let s = Arc::new(self.threads[i].clone());
-                self.snaps[i] = Some((joins, Arc::clone(&s)));
-                s
-            }
-        }
-    }
-
     /// An atomic read of the word at `addr`.
     pub fn acquire(&mut self, t: Tid, addr: u32) {
         self.thread(t);
@@ -553,19 +545,13 @@ impl Detector {
     /// An atomic write of the word at `addr`.
     pub fn release(&mut self, t: Tid, addr: u32) {
         self.thread(t);
-        let covered = {
-            let c = &self.threads[t as usize];
-            sync_clock(&mut self.sync, addr).covered_by(t, c)
-        };
-        if covered {
+        let c = &self.threads[t as usize];
+        let l = self.sync.entry(addr >> 2).or_default();
+        if l.covered_by(t, c) {
             // The join would give `t`'s clock itself.
-            let snap = self.snapshot(t);
-            let own = self.threads[t as usize].get(t);
-            let l = sync_clock(&mut self.sync, addr);
-            l.copy_of(t, own, &snap, &mut self.spare);
+            let snap = snapshot(&mut self.snaps, t, c, self.joins[t as usize]);
+            l.copy_of(t, c.get(t), snap, &mut self.spare);
         } else {
-            let c = &self.threads[t as usize];
-            let l = sync_clock(&mut self.sync, addr);
             l.join_from(c, &mut self.spare);
         }
         self.tick(t);
@@ -577,18 +563,15 @@ impl Detector {
     /// word's, so the release's join is a copy.
     pub fn rmw(&mut self, t: Tid, addr: u32) {
         self.thread(t);
-        {
-            let c = &mut self.threads[t as usize];
-            let l = sync_clock(&mut self.sync, addr);
-            if !l.covered_by(t, c) {
-                l.join_into(c);
-                self.joins[t as usize] += 1;
-            }
+        let c = &mut self.threads[t as usize];
+        let l = self.sync.entry(addr >> 2).or_default();
+        let joins = &mut self.joins[t as usize];
+        if !l.covered_by(t, c) {
+            l.join_into(c);
+            *joins += 1;
         }
-        let snap = self.snapshot(t);
-        let own = self.threads[t as usize].get(t);
-        let l = sync_clock(&mut self.sync, addr);
-        l.copy_of(t, own, &snap, &mut self.spare);
+        let snap = snapshot(&mut self.snaps, t, c, *joins);
+        l.copy_of(t, c.get(t), snap, &mut self.spare);
         self.tick(t);
     }
 
