@@ -3,11 +3,10 @@
 //! nothing but the binary uses `cli`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Top-level module → the top-level modules it names through `crate::`,
-/// read from the sources (comments and `#[cfg(test)]` code left out).
-fn imports() -> BTreeMap<String, BTreeSet<String>> {
+/// The crate's source directory and every `.rs` file under it.
+fn sources() -> (PathBuf, Vec<PathBuf>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     let mut dirs = vec![root.clone()];
@@ -21,6 +20,13 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
             }
         }
     }
+    (root, files)
+}
+
+/// Top-level module → the top-level modules it names through `crate::`,
+/// read from the sources (comments and `#[cfg(test)]` code left out).
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let (root, files) = sources();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in files {
         let rel = f.strip_prefix(&root).unwrap();
@@ -95,42 +101,31 @@ fn modules_form_no_cycle_and_only_the_binary_uses_cli() {
 /// `["cli", "fuzz"]`, `cli/mod.rs` is `["cli"]`, `lib.rs` is `[]`), with
 /// its code (comments and the closing test module left out).
 fn files() -> BTreeMap<Vec<String>, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (root, files) = sources();
     let mut out = BTreeMap::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-                continue;
-            }
-            if p.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let rel = p.strip_prefix(&root).unwrap().with_extension("");
-            let mut module: Vec<String> = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            if matches!(
-                module.last().map(String::as_str),
-                Some("mod" | "lib" | "main")
-            ) {
-                module.pop();
-            }
-            let text = std::fs::read_to_string(&p).unwrap();
-            let code: Vec<&str> = text
-                .split("#[cfg(test)]\nmod ")
-                .next()
-                .unwrap()
-                .lines()
-                .map(|l| l.split("//").next().unwrap())
-                .collect();
-            out.entry(module)
-                .or_insert_with(String::new)
-                .push_str(&code.join("\n"));
+    for p in files {
+        let rel = p.strip_prefix(&root).unwrap().with_extension("");
+        let mut module: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            module.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            module.pop();
         }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let code: Vec<&str> = text
+            .split("#[cfg(test)]\nmod ")
+            .next()
+            .unwrap()
+            .lines()
+            .map(|l| l.split("//").next().unwrap())
+            .collect();
+        out.entry(module)
+            .or_insert_with(String::new)
+            .push_str(&code.join("\n"));
     }
     out
 }

@@ -621,13 +621,7 @@ fn dl_table(
     dir: &Path,
 ) -> Result<Option<PathBuf>> {
     let probe = dir.join("exported.wasm");
-    let res = command_line(tc, req)
-        .args(extra)
-        .arg("-Wl,--export-all")
-        .arg("-o")
-        .arg(&probe)
-        .output()
-        .with_context(|| format!("cannot run {}", tc.clang.display()))?;
+    let res = relink(tc, req, extra, "-Wl,--export-all", &probe)?;
     if !res.status.success() {
         return Ok(None);
     }
@@ -652,6 +646,24 @@ fn dl_table(
     Ok(Some(obj))
 }
 
+/// Links `req` once more, with `extra` and `option`, to the scratch
+/// module `to`.
+fn relink(
+    tc: &Toolchain,
+    req: &CcRequest,
+    extra: &[String],
+    option: &str,
+    to: &Path,
+) -> Result<std::process::Output> {
+    command_line(tc, req)
+        .args(extra)
+        .arg(option)
+        .arg("-o")
+        .arg(to)
+        .output()
+        .with_context(|| format!("cannot run {}", tc.clang.display()))
+}
+
 /// Names wasm-ld's stubs for undefined functions after the functions
 /// ([`super::missing`]): links once more with
 /// `--unresolved-symbols=import-dynamic` to a scratch file, and rewrites
@@ -666,13 +678,13 @@ fn name_missing_stubs(
     let dir = paths::cache_dir("cc")?.join(format!("missing-{}", std::process::id()));
     fs::create_dir_all(&dir)?;
     let dynamic = dir.join("dynamic.wasm");
-    let res = command_line(tc, req)
-        .args(extra)
-        .arg("-Wl,--unresolved-symbols=import-dynamic")
-        .arg("-o")
-        .arg(&dynamic)
-        .output()
-        .with_context(|| format!("cannot run {}", tc.clang.display()));
+    let res = relink(
+        tc,
+        req,
+        extra,
+        "-Wl,--unresolved-symbols=import-dynamic",
+        &dynamic,
+    );
     let renamed = match res {
         Ok(r) if r.status.success() => fs::read(&dynamic)
             .map_err(anyhow::Error::from)

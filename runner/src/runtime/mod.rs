@@ -1122,6 +1122,18 @@ impl Program {
         }
     }
 
+    /// The locks a thread holds (address, site taken), for a report.
+    fn held_locks(&self, holds: &[(u32, crate::instrument::SiteId)]) -> Vec<HeldLock> {
+        holds
+            .iter()
+            .map(|&(a, site)| HeldLock {
+                addr: a,
+                object: self.sites.symbol_at(a).map(|s| s.name.clone()),
+                site: self.site_text(site),
+            })
+            .collect()
+    }
+
     fn site_text(&self, site: u32) -> String {
         match self.sites.site(site) {
             Some(s) => s.where_(),
@@ -1182,15 +1194,7 @@ impl Program {
                 // A thread blocked inside a lock call waits for that lock.
                 let object_addr = t.wants.map(|(a, _)| a).unwrap_or(addr);
                 let mut owner = t.wants.and_then(|(a, _)| st.locks.owner.get(a).copied());
-                let mut holds: Vec<HeldLock> = t
-                    .holds
-                    .iter()
-                    .map(|&(a, site)| HeldLock {
-                        addr: a,
-                        object: self.sites.symbol_at(a).map(|s| s.name.clone()),
-                        site: self.site_text(site),
-                    })
-                    .collect();
+                let mut holds = self.held_locks(&t.holds);
                 if let Some(words) = &st.locks.words {
                     if t.wants.is_none() {
                         owner = words.owner_for(tid, addr, bare_wait).map(|o| o.tid);
@@ -1236,15 +1240,7 @@ impl Program {
                     addr: 0,
                     object: Some(format!("a signal ({})", names.join(", "))),
                     owner: None,
-                    holds: t
-                        .holds
-                        .iter()
-                        .map(|&(a, site)| HeldLock {
-                            addr: a,
-                            object: self.sites.symbol_at(a).map(|s| s.name.clone()),
-                            site: self.site_text(site),
-                        })
-                        .collect(),
+                    holds: self.held_locks(&t.holds),
                     waits_at: user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
                     stack,
                 });

@@ -1631,6 +1631,12 @@ impl RunState {
         let th = &mut self.threads[tid as usize];
         th.wake_result = 0;
         th.interrupted = true;
+        self.woken(tid, site);
+    }
+
+    /// Thread `tid`, blocked at `site`, can run again: its next event is
+    /// the wake.
+    fn woken(&mut self, tid: Tid, site: SiteId) {
         self.set_pending(
             tid,
             Pending {
@@ -1673,16 +1679,7 @@ impl RunState {
                 }
                 let site = th.block_site;
                 self.threads[tid as usize].wake_result = 2;
-                self.set_pending(
-                    tid,
-                    Pending {
-                        site,
-                        kind: EventKind::Wake,
-                        addr: 0,
-                        len: 0,
-                    },
-                );
-                self.set_ready(tid);
+                self.woken(tid, site);
             }
         }
     }
