@@ -411,16 +411,14 @@ fn an_edited_decision_makes_replay_report_divergence_at_that_step() {
     let path = fuzz_to_replay(dir.path(), "targets/race_bank.c", &[]);
     let mut file = ReplayFile::load(&path).unwrap();
     let mut ds = file.decisions().unwrap();
-    // Pick a thread decision with two options and choose the other thread.
-    let (k, other) = ds
+    // Pick a thread decision with two options and choose a thread the run
+    // does not have (the other thread may be at the same site, which would
+    // make the edit a choice the run allows).
+    let other = 9;
+    let k = ds
         .iter()
         .enumerate()
-        .find_map(|(i, d)| match *d {
-            heddle::trace::Decision::Thread {
-                tid, options: 2, ..
-            } if i > 5 => Some((i, if tid == 1 { 2 } else { 1 })),
-            _ => None,
-        })
+        .position(|(i, d)| matches!(d, heddle::trace::Decision::Thread { options: 2, .. }) && i > 5)
         .expect("a two-way decision");
     if let heddle::trace::Decision::Thread { ref mut tid, .. } = ds[k] {
         *tid = other;

@@ -438,7 +438,9 @@ fn explore_dpor_matches_none_on_the_bundled_targets() {
         let keys = |r: &Report| r.outcomes.keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&dpor), keys(&none), "{what}: outcome sets differ");
         assert!(
-            matches!(reference, Preemptions2) || dpor.schedules * 5 < none.schedules,
+            matches!(reference, Preemptions2)
+                || (dpor.schedules < none.schedules
+                    && (none.schedules < 100 || dpor.schedules * 5 < none.schedules)),
             "{what}: DPOR ran {} schedules, the reference {}",
             dpor.schedules,
             none.schedules

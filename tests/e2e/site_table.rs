@@ -430,3 +430,55 @@ fn bundled_targets_have_the_same_sync_sites_at_every_level() {
         "sync sites differ between builds:{report}"
     );
 }
+
+/// Rust's standard mutex decides as wasi-libc's at every level: the fast
+/// path's compare-exchange at each `lock()` takes the lock word (a thread
+/// that would wait for a held one is left out), the futex calls under it
+/// decide nothing, and both builds agree site for site.
+#[test]
+fn rust_mutex_decides_alike_at_every_level() {
+    let source = "tests/programs/rust/abba.rs";
+    let tables: Vec<BTreeSet<(u32, String, bool, bool)>> = RUST_LEVELS
+        .iter()
+        .map(|&level| {
+            let module = rust_build_at(source, level);
+            let out = heddle_out(&["sites", module.to_str().unwrap(), "--format", "json"]);
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            let doc: Value = serde_json::from_slice(&out.stdout).expect("sites JSON");
+            let set: BTreeSet<_> = doc["sites"]
+                .as_array()
+                .expect("a `sites` array")
+                .iter()
+                .filter(|s| s["user"].as_bool() == Some(true))
+                .filter(|s| {
+                    s["loc"]["file"]
+                        .as_str()
+                        .is_some_and(|f| f.ends_with("abba.rs"))
+                })
+                .filter_map(|s| {
+                    let kind = sync_label(s)?;
+                    Some((
+                        s["loc"]["line"].as_u64().unwrap_or(0) as u32,
+                        kind.to_string(),
+                        s["takes_lock"].as_bool().unwrap_or(false),
+                        s["private"].as_bool().unwrap_or(false),
+                    ))
+                })
+                .collect();
+            for line in [11, 12, 16, 17] {
+                assert!(
+                    set.contains(&(line, "CAS".to_string(), true, false)),
+                    "opt-level={level}: no lock-taking CAS at abba.rs:{line}: {set:?}"
+                );
+            }
+            assert!(
+                set.iter()
+                    .filter(|s| s.1 == "wait" || s.1 == "notify")
+                    .all(|s| s.3),
+                "opt-level={level}: a futex call of the mutex decides: {set:?}"
+            );
+            set
+        })
+        .collect();
+    assert_eq!(tables[0], tables[1], "the builds disagree");
+}

@@ -534,8 +534,9 @@ fn stalls_open_windows_guarded_by_sleeps_and_replay() {
 }
 
 /// Site priorities scale with threads: the torn read and the two-stage
-/// update are found with 100 threads in a few hundred runs by `sites`, never
-/// by thread priorities (PCT, POS) or random walk in as many.
+/// update are found with 100 threads in a few hundred runs by `sites`, and
+/// more often than by thread priorities (PCT, POS) or random walk in as
+/// many.
 #[test]
 fn site_priorities_find_bugs_among_100_threads() {
     let cases: Vec<(&str, &str)> = ["check_then_read_100", "two_stage_100"]
@@ -543,37 +544,45 @@ fn site_priorities_find_bugs_among_100_threads() {
         .flat_map(|t| ["sites", "random", "pct:3", "pos"].map(move |s| (*t, s)))
         .collect();
     let runs = 400;
-    let found = par_map(&cases, |&(target, strategy)| {
+    let failing = par_map(&cases, |&(target, strategy)| {
         let e = entry(target);
         let p = program(&e.source, false, Granularity::All);
         let base = p.calibrate(config(&e, strategy, 0)).unwrap();
-        (0..runs).find(|&seed| {
-            let r = run(
-                &p,
-                &RunConfig {
-                    seed,
-                    ..base.clone()
-                },
-            );
-            if !r.verdict.is_pass() {
-                assert_eq!(
-                    r.verdict.kind(),
-                    "assertion",
-                    "{target} {strategy}: {}",
-                    r.verdict.summary()
+        (0..runs)
+            .filter(|&seed| {
+                let r = run(
+                    &p,
+                    &RunConfig {
+                        seed,
+                        ..base.clone()
+                    },
                 );
-            }
-            !r.verdict.is_pass()
-        })
+                if !r.verdict.is_pass() {
+                    assert_eq!(
+                        r.verdict.kind(),
+                        "assertion",
+                        "{target} {strategy}: {}",
+                        r.verdict.summary()
+                    );
+                }
+                !r.verdict.is_pass()
+            })
+            .count()
     });
-    for ((target, strategy), seed) in cases.iter().zip(&found) {
-        match (*strategy, seed) {
-            ("sites", None) => panic!("{target}: sites found nothing in {runs} runs"),
-            ("sites", Some(_)) | (_, None) => {}
-            (s, Some(seed)) => {
-                panic!("{target}: {s} found the bug at seed {seed}: the comparison is stale")
-            }
-        }
+    let table: Vec<String> = cases
+        .iter()
+        .zip(&failing)
+        .map(|((t, s), n)| format!("{t} {s}: {n} of {runs}"))
+        .collect();
+    eprintln!("{}", table.join("\n"));
+    for (i, ((target, strategy), n)) in cases.iter().zip(&failing).enumerate() {
+        let sites = failing[i - i % 4];
+        assert!(sites > 0, "{target}: sites found nothing in {runs} runs");
+        assert!(
+            *strategy == "sites" || *n < sites,
+            "{target}: {strategy} failed {n} runs, sites {sites}: the comparison is stale\n{}",
+            table.join("\n")
+        );
     }
 }
 

@@ -558,13 +558,46 @@ impl DebugInfo {
     pub fn globals(&self) -> Vec<GlobalVar> {
         let mut out = Vec::new();
         if let Some(dwarf) = &self.dwarf {
-            let _ = collect_globals(dwarf, &mut out);
+            let _ = collect_globals(
+                dwarf,
+                |name, dir| !is_library_unit(name, dir),
+                |_, _| true,
+                &mut out,
+            );
         }
         out.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
         out.dedup_by(|a, b| a.addr == b.addr && a.name == b.name);
         out
     }
+
+    /// The C library's own lock objects ([`LIBRARY_LOCK_OBJECTS`]) the
+    /// module links, by address.
+    pub fn library_lock_objects(&self) -> Vec<GlobalVar> {
+        let mut out = Vec::new();
+        if let Some(dwarf) = &self.dwarf {
+            let _ = collect_globals(
+                dwarf,
+                |name, _| LIBRARY_LOCK_OBJECTS.iter().any(|(f, _)| name.ends_with(f)),
+                |unit, var| {
+                    LIBRARY_LOCK_OBJECTS
+                        .iter()
+                        .any(|&(f, v)| unit.ends_with(f) && var == v)
+                },
+                &mut out,
+            );
+        }
+        out.sort_by_key(|g| g.addr);
+        out.dedup_by_key(|g| g.addr);
+        out
+    }
 }
+
+/// Lock objects of wasi-libc that guard only its own bookkeeping, by the
+/// file that defines them: musl's lock of thread-specific data keys,
+/// read-locked by every exiting thread that used a key (Rust's standard
+/// library does, for its thread-locals) to run the keys' destructors.
+/// Their operations make no decision (see `sites::decides_nothing`).
+pub const LIBRARY_LOCK_OBJECTS: &[(&str, &str)] = &[("/thread/pthread_key_create.c", "key_lock")];
 
 fn attr_str(
     dwarf: &gimli::Dwarf<Reader>,
@@ -577,7 +610,14 @@ fn attr_str(
     r.to_string_lossy().ok().map(|s| s.into_owned())
 }
 
-fn collect_globals(dwarf: &gimli::Dwarf<Reader>, out: &mut Vec<GlobalVar>) -> gimli::Result<()> {
+/// The global variables of the units `unit` accepts (by name and
+/// directory) that `var` accepts (by unit name and variable name).
+fn collect_globals(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit_filter: impl Fn(&str, &str) -> bool,
+    var_filter: impl Fn(&str, &str) -> bool,
+    out: &mut Vec<GlobalVar>,
+) -> gimli::Result<()> {
     let mut headers = dwarf.units();
     while let Some(header) = headers.next()? {
         let unit = dwarf.unit(header)?;
@@ -591,7 +631,7 @@ fn collect_globals(dwarf: &gimli::Dwarf<Reader>, out: &mut Vec<GlobalVar>) -> gi
             .as_ref()
             .and_then(|n| n.to_string_lossy().ok().map(|s| s.into_owned()))
             .unwrap_or_default();
-        if is_library_unit(&name, &dir) {
+        if !unit_filter(&name, &dir) {
             continue;
         }
         let mut cursor = unit.entries();
@@ -619,6 +659,9 @@ fn collect_globals(dwarf: &gimli::Dwarf<Reader>, out: &mut Vec<GlobalVar>) -> gi
             let Some(var) = attr_str(dwarf, &unit, entry, gimli::DW_AT_name) else {
                 continue;
             };
+            if !var_filter(&name, &var) {
+                continue;
+            }
             let size = entry
                 .attr_value(gimli::DW_AT_type)
                 .and_then(|t| type_size(&unit, t, 0))

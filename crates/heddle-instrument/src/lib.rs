@@ -70,7 +70,7 @@ pub use interface::{HostType, RtImport, SdkImport};
 pub use sites::{FuncInfo, Site, SiteId, SiteInfo, SiteKind, SiteTable, Symbol};
 
 /// Bumped whenever the rewriting changes, so cached results are not reused.
-pub const INSTRUMENTER_VERSION: u32 = 58;
+pub const INSTRUMENTER_VERSION: u32 = 59;
 
 /// Which instructions are yield points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -334,15 +334,17 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
     let filters = cfg.filters()?;
     let debug = DebugInfo::parse(bytes).context("reading DWARF")?;
     let out = rewrite::rewrite(bytes, cfg, &filters, &debug)?;
-    let symbols = debug
-        .globals()
-        .into_iter()
-        .map(|g| Symbol {
-            name: g.name,
-            addr: g.addr,
-            size: g.size,
-        })
-        .collect();
+    let symbols = |vars: Vec<dwarf::GlobalVar>| -> Vec<Symbol> {
+        vars.into_iter()
+            .map(|g| Symbol {
+                name: g.name,
+                addr: g.addr,
+                size: g.size,
+            })
+            .collect()
+    };
+    let private_words = symbols(debug.library_lock_objects());
+    let symbols = symbols(debug.globals());
     let sites = SiteTable {
         instrumenter_version: INSTRUMENTER_VERSION,
         module_sha256: sha256_hex(bytes),
@@ -355,6 +357,7 @@ pub fn instrument(bytes: &[u8], cfg: &Config) -> Result<Instrumented> {
         data_start: out.data_start,
         memcheck: cfg.memcheck(),
         symbols,
+        private_words,
         reuse_blocker: reuse::blocker(bytes)?,
         entry_func: out.entry_func,
     };

@@ -11,8 +11,9 @@
 use super::dwarf::{DebugInfo, Owner};
 use super::fnptr;
 use super::sites::{
-    decides_nothing, inline_mutex_op, unseen_library_atomic, FuncInfo, OffsetRun, Site, SiteKind,
-    MUTEX_LOCK_WORD, MUTEX_TAKEN,
+    decides_nothing, inline_mutex_op, plain_decides_nothing, std_primitive_decides_nothing,
+    unseen_library_atomic, FuncInfo, OffsetRun, Site, SiteKind, StdPrimitive, MUTEX_LOCK_WORD,
+    MUTEX_TAKEN,
 };
 use super::stack::{AddrUse, FrameAnalysis};
 use super::{Config, Filters};
@@ -1400,6 +1401,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                     catch_thread_start: facts.imports_thread_exit && thread_start_c == Some(index),
                     budget_in_global: cfg.budget_in_global,
                     asked_at: None,
+                    within: None,
                     redirect: copies.calls.get(&index),
                     decide: copies.decide.get(&index),
                     tags: &tags,
@@ -1526,6 +1528,7 @@ pub fn rewrite(bytes: &[u8], cfg: &Config, filters: &Filters, debug: &DebugInfo)
                             catch_thread_start: false,
                             budget_in_global: cfg.budget_in_global,
                             asked_at: Some(&c.asked_at),
+                            within: c.within.as_deref(),
                             redirect: Some(&c.redirect),
                             decide: Some(&c.decide),
                             tags: &tags,
@@ -1763,6 +1766,9 @@ struct FuncCtx<'a> {
     /// In a copy of a synchronisation wrapper made for one call of the program's
     /// ([`crate::wrappers`]): the frame that asked for its operations.
     asked_at: Option<&'a crate::dwarf::Frame>,
+    /// In such a copy: the innermost primitive of Rust's standard library
+    /// on its path ([`crate::wrappers::Copy::within`]).
+    within: Option<&'a str>,
     /// Calls redirected to copies of synchronisation wrappers: original offset of
     /// the call → the copy's function index.
     redirect: Option<&'a HashMap<usize, u32>>,
@@ -2015,7 +2021,20 @@ fn rewrite_body<'a>(
                 ctx.name.to_string(),
             ),
         };
-        let takes_lock = !user && takes_lock(kind, &func_name, offset);
+        // Inside a primitive of Rust's standard library, inlined or in a
+        // copy: the innermost one around the operation.
+        let primitive = if sync && user {
+            debug
+                .frames(offset as u64)
+                .iter()
+                .filter_map(|f| f.function.as_deref())
+                .chain(ctx.within)
+                .find_map(super::sites::std_primitive)
+        } else {
+            None
+        };
+        let takes_lock = (!user && takes_lock(kind, &func_name, offset))
+            || (kind == SiteKind::Cmpxchg && primitive == Some(StdPrimitive::MutexLock));
         // A synchronisation of a library's internals no call of the
         // program's asked for: no decision (`sites::decides_nothing`).
         let internal = sync
@@ -2038,8 +2057,10 @@ fn rewrite_body<'a>(
                     .find_map(|f| f.loc.map(|l| l.file));
                 super::sites::is_library_internal_file(file.as_deref(), ctx.name)
             };
-        let private =
-            internal || decides_nothing(kind, atomic, user, &func_name, callee.as_deref());
+        let private = internal
+            || decides_nothing(kind, atomic, user, &func_name, callee.as_deref())
+            || (primitive.is_some() && std_primitive_decides_nothing(kind))
+            || (!sync && user && loc.as_ref().is_some_and(|l| plain_decides_nothing(&l.file)));
         sites.push(Site {
             id,
             func: ctx.index,

@@ -221,6 +221,55 @@ pub fn decides_nothing(
     }
 }
 
+/// What an operation inside one of the primitives of Rust's standard
+/// library (`std::sys::…`: its futex-based mutex, condition variable,
+/// once, rwlock and thread parker, and the futex calls under them) is
+/// part of, by the innermost such function around it ([`std_primitive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdPrimitive {
+    /// `Mutex::lock`: its compare-exchange from 0 is the fast path; when
+    /// the word is held, the contended path only spins on it and waits for
+    /// it to be released, as wasi-libc's does ([`Site::takes_lock`]).
+    MutexLock,
+    /// Anything else of theirs.
+    Other,
+}
+
+/// [`StdPrimitive`] for a demangled function name (legacy or v0 form),
+/// `None` when it is not one of the standard library's primitives.
+pub fn std_primitive(name: &str) -> Option<StdPrimitive> {
+    let n = name.trim_start_matches('<').replace(">::", "::");
+    let rest = n.strip_prefix("std::sys::")?;
+    Some(
+        if rest.starts_with("sync::mutex::") && rest.ends_with("Mutex::lock") {
+            StdPrimitive::MutexLock
+        } else {
+            StdPrimitive::Other
+        },
+    )
+}
+
+/// Whether an operation of the program's inside a primitive of Rust's
+/// standard library makes no decision: its futex waits and wakes, as those
+/// of the C library's synchronisation code ([`decides_nothing`]). Each
+/// follows the primitive's own change of the word (a mutex's release, a
+/// condition variable's counter, a parker's state), which decides; a wait
+/// re-checks the word, and blocking is itself a decision among the others.
+pub fn std_primitive_decides_nothing(kind: SiteKind) -> bool {
+    matches!(kind, SiteKind::Notify | SiteKind::Wait)
+}
+
+/// Whether a plain (non-atomic) access of the program's at `file` makes no
+/// decision: Rust source. Safe Rust cannot race on plain memory, so where
+/// the program's plain accesses fall between its synchronisation changes
+/// nothing it can observe; `unsafe` code that does race is still reported
+/// by the race detector, which sees every access. shuttle and loom decide
+/// only at synchronisation too. C and C++ plain accesses keep their
+/// decisions.
+pub fn plain_decides_nothing(file: &str) -> bool {
+    file.ends_with(".rs")
+}
+
 /// Whether a source file (or, for code without line information, a
 /// demangled function name) belongs to the internals of Rust's `std`,
 /// `core` or `alloc` or of libc++, where a synchronisation operation the
@@ -485,6 +534,11 @@ pub struct SiteTable {
     /// for resolving `var == v` in plans and naming addresses in reports.
     #[serde(default)]
     pub symbols: Vec<Symbol>,
+    /// The C library's own lock objects (`dwarf::LIBRARY_LOCK_OBJECTS`):
+    /// a yield point on them makes no decision, as the bookkeeping they
+    /// guard is invisible to the program.
+    #[serde(default)]
+    pub private_words: Vec<Symbol>,
     /// Why an instance of the module cannot be reset and reused by later
     /// runs ([`crate::reuse::blocker`]); `None` when it can.
     #[serde(default)]
@@ -592,6 +646,39 @@ pub type Stack = Vec<Frame>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_primitives_are_named_in_both_manglings() {
+        use StdPrimitive as P;
+        let p = std_primitive;
+        assert_eq!(
+            p("std::sys::sync::mutex::futex::Mutex::lock"),
+            Some(P::MutexLock)
+        );
+        assert_eq!(
+            p("<std::sys::sync::mutex::futex::Mutex>::lock"),
+            Some(P::MutexLock)
+        );
+        assert_eq!(
+            p("<std::sys::sync::mutex::futex::Mutex>::try_lock"),
+            Some(P::Other)
+        );
+        assert_eq!(
+            p("<std::sys::sync::mutex::futex::Mutex>::unlock"),
+            Some(P::Other)
+        );
+        assert_eq!(
+            p("<std::sys::sync::condvar::futex::Condvar>::wait"),
+            Some(P::Other)
+        );
+        assert_eq!(p("std::sys::pal::wasi::futex::futex_wake"), Some(P::Other));
+        assert_eq!(p("std::sync::poison::mutex::Mutex<T>::lock"), None);
+        assert_eq!(p("core::sync::atomic::atomic_compare_exchange"), None);
+        assert!(std_primitive_decides_nothing(SiteKind::Wait));
+        assert!(!std_primitive_decides_nothing(SiteKind::Cmpxchg));
+        assert!(plain_decides_nothing("/src/lib.rs"));
+        assert!(!plain_decides_nothing("/src/lib.c"));
+    }
 
     #[test]
     fn decisions_are_left_out_only_where_the_program_cannot_see_the_order() {

@@ -39,6 +39,12 @@ pub struct Copy {
     /// Its calls to synchronisation functions that loop (not copied): a
     /// decision is made before each, at the program's line.
     pub decide: BTreeSet<usize>,
+    /// The innermost function of Rust's standard library's primitives
+    /// (`std::sys::…`, see [`crate::sites::std_primitive`]) on the path
+    /// from the program's call to this copy, itself included: what its
+    /// operations are part of at `-O0`, where nothing is inlined. `None`
+    /// when there is none, or when two paths disagree.
+    pub within: Option<String>,
 }
 
 /// The copies of a module and the calls redirected to them.
@@ -239,6 +245,7 @@ pub fn plan(
                     asked_at: asked_at.clone(),
                     redirect: HashMap::new(),
                     decide: BTreeSet::new(),
+                    within: None,
                 });
                 if let Some(func) = defined(w) {
                     todo.extend(func.calls.iter().map(|c| c.1).filter(|&c| is_wrapper(c)));
@@ -258,6 +265,12 @@ pub fn plan(
                     .map(|&(o, _)| o)
                     .collect();
             }
+            within_paths(
+                &mut plan.copies[first..],
+                base + first as u32,
+                func_names,
+                debug,
+            );
             plan.calls
                 .entry(caller)
                 .or_default()
@@ -265,6 +278,67 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// Sets each copy's [`Copy::within`]: `copies` are one call's, the first
+/// (the callee) at function index `base`, each redirecting to the others.
+/// A copy is within the primitive it is, else the innermost one inlined
+/// around the call that reaches it (std's optimized generic code has the
+/// primitives inlined at `-O0` too), else its caller's.
+fn within_paths(
+    copies: &mut [Copy],
+    base: u32,
+    func_names: &BTreeMap<u32, String>,
+    debug: &DebugInfo,
+) {
+    let own = |w: u32| {
+        func_names
+            .get(&w)
+            .map(|r| dwarf::demangle(r))
+            .filter(|n| crate::sites::std_primitive(n).is_some())
+    };
+    let around = |offset: usize| {
+        debug
+            .frames(offset as u64)
+            .into_iter()
+            .filter_map(|f| f.function)
+            .find(|n| crate::sites::std_primitive(n).is_some())
+    };
+    // `Some(None)`: reached along paths that disagree.
+    let mut within: Vec<Option<Option<String>>> = vec![None; copies.len()];
+    if let Some(c) = copies.first() {
+        within[0] = Some(own(c.wrapper));
+    }
+    let mut todo = vec![0usize];
+    while let Some(i) = todo.pop() {
+        let here = within[i].clone().flatten();
+        let mut next: Vec<(usize, usize)> = copies[i]
+            .redirect
+            .iter()
+            .filter_map(|(&o, &f)| Some((f.checked_sub(base)? as usize, o)))
+            .filter(|&(j, _)| j < copies.len())
+            .collect();
+        next.sort_unstable();
+        for (j, o) in next {
+            let via = own(copies[j].wrapper)
+                .or_else(|| around(o))
+                .or_else(|| here.clone());
+            match &within[j] {
+                None => {
+                    within[j] = Some(via);
+                    todo.push(j);
+                }
+                Some(w) if *w != via && w.is_some() => {
+                    within[j] = Some(None);
+                    todo.push(j);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for (c, w) in copies.iter_mut().zip(within) {
+        c.within = w.flatten();
+    }
 }
 
 /// Until nothing changes: marks (`mark`) each function that `open` and

@@ -343,6 +343,20 @@ fn held_lock_word(mem: GuestMemory<'_>, addr: u32, mutex: bool) -> Option<u32> {
     mem.read_le(word, 4).is_some_and(|w| w != 0).then_some(word)
 }
 
+/// A candidate that has not run yet, which runs first without a
+/// decision: what a thread does before its first yield point that decides
+/// is the library's start-up (and the decision at its first operation
+/// still orders that operation against the others'). The lowest tid when
+/// several are new.
+#[inline]
+fn fresh_thread(cands: &[Candidate]) -> Option<Tid> {
+    cands
+        .iter()
+        .filter(|c| c.pending.kind == EventKind::Start)
+        .map(|c| c.tid)
+        .min()
+}
+
 /// What a decision chose from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChoicePoint {
@@ -627,6 +641,9 @@ const RECENT_READS: usize = 8;
 
 /// The state of one run.
 pub struct RunState {
+    /// The thread a new thread's start-up interrupted (`fresh_thread`),
+    /// until the new thread's first decision.
+    fresh_parent: Option<Tid>,
     pub threads: Vec<ThreadRec>,
     /// The threads that can run, as decisions read them.
     runnable: Runnable,
@@ -856,6 +873,7 @@ impl RunState {
         }
         cands.clear();
         RunState {
+            fresh_parent: None,
             threads,
             runnable: Runnable {
                 slots,
@@ -1416,6 +1434,7 @@ impl RunState {
         self.live.solo_epoch = self.steps;
         let steps = self.steps;
         self.live.progress.unseen(steps);
+        self.threads[self.current as usize].private_run = 0;
         self.threads[self.current as usize].forget_spin(steps);
         self.runnable.slots[self.current as usize].cand.spinning = false;
     }
@@ -1823,6 +1842,13 @@ impl RunState {
     #[inline]
     fn private(&self, p: &Pending) -> bool {
         self.info.get(p.site as usize).is_some_and(|s| s.private)
+            || p.kind == EventKind::Spawn
+            || (p.len != 0
+                && self
+                    .sites
+                    .private_words
+                    .iter()
+                    .any(|w| p.addr.wrapping_sub(w.addr) < w.size))
     }
 
     /// Thread `tid` reached a yield point and will perform `p` next.
@@ -1844,13 +1870,21 @@ impl RunState {
         // lock, held by an exiting thread): it must not go on.
         // A thread that spins through private points (a library's
         // contended path) still meets a decision every MAX_PRIVATE_RUN.
+        // A thread alone cannot starve another, and creating a thread is
+        // no spin: either ends a run of private points (so that the yield
+        // points the fast path skips, all solo, count as the host would).
         let th = &self.threads[tid as usize];
         let private = self.private(&p) && th.private_run < MAX_PRIVATE_RUN;
-        if self.runnable.ready.len() == 1
+        let solo = self.runnable.ready.len() == 1;
+        if solo
             || ((th.announced || private) && waits_for_lock(&self.info, self.guest(), &p).is_none())
         {
             let th = &mut self.threads[tid as usize];
-            th.private_run = if private { th.private_run + 1 } else { 0 };
+            th.private_run = if private && !solo && p.kind != EventKind::Spawn {
+                th.private_run + 1
+            } else {
+                0
+            };
             self.executed(tid, false)?;
             return Ok(false);
         }
@@ -1858,8 +1892,21 @@ impl RunState {
         let cands = self.candidates();
         // A thread waiting for a held lock is not among them.
         let can_go_on = cands.iter().any(|c| c.tid == tid);
+        // A new thread's start-up runs inside the slice of the thread it
+        // interrupted (`fresh_thread`): at the new thread's first decision,
+        // that thread is the one going on, and leaving it is the
+        // preemption.
+        let parent = self
+            .fresh_parent
+            .take()
+            .filter(|&t| t != tid && cands.iter().any(|c| c.tid == t));
+        let current = parent.or(can_go_on.then_some(tid));
+        let fresh = fresh_thread(&cands).filter(|&t| t != tid);
         let chosen = if cands.len() == 1 {
             Ok(cands[0].tid)
+        } else if let Some(t) = fresh {
+            self.fresh_parent = current;
+            Ok(t)
         } else {
             self.sched.events_recorded = self.record.events.len();
             let view = View {
@@ -1867,9 +1914,7 @@ impl RunState {
                 threads: &self.threads,
                 labels: &self.record.labels,
             };
-            let pick = self
-                .sched
-                .pick_thread(can_go_on.then_some(tid), &cands, &view);
+            let pick = self.sched.pick_thread(current, &cands, &view);
             pick.map(|i| cands[i].tid)
         };
         self.runnable.cands = cands;
@@ -1877,16 +1922,18 @@ impl RunState {
             Ok(t) => t,
             Err(d) => return Err(self.end(Outcome::Diverged(d))),
         };
-        if chosen == tid {
-            self.executed(tid, false)?;
-            return Ok(false);
-        }
         // Leaving a thread that was seen spinning, or that waits for a
         // lock, is not a preemption: it could not have made progress by
-        // going on.
-        let spun = self.threads[tid as usize].spins || !can_go_on;
+        // going on; nor is running a new thread's start-up.
+        let left = current.filter(|&t| t != chosen && fresh.is_none());
+        let preempted = left.is_some_and(|t| !self.threads[t as usize].spins);
+        self.preemptions += preempted as u64;
+        if chosen == tid {
+            self.executed(tid, preempted)?;
+            return Ok(false);
+        }
+        let spun = !preempted;
         self.switches += 1;
-        self.preemptions += !spun as u64;
         self.current = chosen;
         self.executed(chosen, !spun)?;
         Ok(true)
@@ -1895,6 +1942,7 @@ impl RunState {
     /// The current thread cannot run any more (it blocked or finished):
     /// choose who runs next, advancing virtual time if everyone sleeps.
     fn schedule_away(&mut self) -> Result<(), RunEnd> {
+        self.fresh_parent = None;
         loop {
             if self.runnable.ready.is_empty() {
                 if let Some(&(deadline, _)) = self.timers.first() {
@@ -1916,8 +1964,10 @@ impl RunState {
                 self.runnable.ready[0]
             } else {
                 let cands = self.candidates();
-                if cands.len() == 1 {
-                    let t = cands[0].tid;
+                if let Some(t) = (cands.len() == 1)
+                    .then(|| cands[0].tid)
+                    .or_else(|| fresh_thread(&cands))
+                {
                     self.runnable.cands = cands;
                     self.switches += 1;
                     self.current = t;
