@@ -246,12 +246,26 @@ impl<'a> GuestMemory<'a> {
     /// memory (it has no copy-on-write image): in a file mapping an
     /// unpopulated page holds the file's bytes. `known` is what the last
     /// reset of this memory found populated ([`Populated`]).
-    pub fn reset(&self, image: &[u8], len: usize, pages: Option<&PageMap>, known: &mut Populated) {
+    ///
+    /// Within the image too, a block the image has all zero is only read
+    /// (and cleared if the run wrote it), not copied: a Rust program's image
+    /// starts with its main stack, a mebibyte of zeros but for its top, and
+    /// copying it was most of a short run's time (`Image`).
+    pub fn reset(&self, image: &Image, len: usize, pages: Option<&PageMap>, known: &mut Populated) {
         let len = len.min(self.data.len());
         // SAFETY: the `serialized` contract; the range is inside the memory.
         let mem = unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut u8, len) };
-        let head = image.len().min(len);
-        mem[..head].copy_from_slice(&image[..head]);
+        let head = image.bytes.len().min(len);
+        let blocks = mem[..head]
+            .chunks_mut(PAGE)
+            .zip(image.bytes[..head].chunks(PAGE));
+        for ((dst, src), &zero) in blocks.zip(&image.zero) {
+            if !zero {
+                dst.copy_from_slice(src);
+            } else if !is_zero(dst) {
+                dst.fill(0);
+            }
+        }
         // Up to the next page boundary block by block, then page by page.
         let base = mem.as_ptr() as usize;
         let aligned = (head + (base + head).wrapping_neg() % PAGE).min(len);
@@ -270,12 +284,34 @@ impl<'a> GuestMemory<'a> {
 
     /// A copy of the memory up to its last non-zero byte among the first
     /// `len` bytes.
-    pub fn image(&self, len: usize) -> Vec<u8> {
+    pub fn image(&self, len: usize) -> Image {
         let len = len.min(self.data.len());
         // SAFETY: the `serialized` contract; the range is inside the memory.
         let mem = unsafe { std::slice::from_raw_parts(self.data.as_ptr() as *const u8, len) };
         let end = mem.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        mem[..end].to_vec()
+        Image::new(mem[..end].to_vec())
+    }
+}
+
+/// What a memory is reset to between runs ([`GuestMemory::reset`]): its
+/// bytes from address 0, and which of their 4 KiB blocks are all zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Image {
+    bytes: Vec<u8>,
+    zero: Vec<bool>,
+}
+
+impl Image {
+    /// The image of `bytes`.
+    pub fn new(bytes: Vec<u8>) -> Image {
+        let zero = bytes.chunks(PAGE).map(is_zero).collect();
+        Image { bytes, zero }
+    }
+
+    /// Its bytes.
+    #[cfg(test)]
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -774,8 +810,13 @@ mod tests {
         assert!(m.fill(12, 3, 0));
         assert_eq!(concurrent_cstr(&cells, 2, 1), "h");
         assert_eq!(concurrent_cstr(&cells, 2, 100), "hi");
-        assert_eq!(m.image(16), b"\0\0hi\0x");
-        m.reset(b"ab", 100, None, &mut Populated::default());
+        assert_eq!(m.image(16).bytes(), b"\0\0hi\0x");
+        m.reset(
+            &Image::new(b"ab".to_vec()),
+            100,
+            None,
+            &mut Populated::default(),
+        );
         assert_eq!(m.read(0, 3).unwrap(), b"ab\0");
         assert!(m.all(2, 14, 0));
     }
@@ -788,10 +829,37 @@ mod tests {
         for addr in [5, 4095, 4096 + 17, 3 * 4096 + 99] {
             assert!(m.write(addr, &[7]));
         }
-        m.reset(&[1, 2], cells.len(), None, &mut Populated::default());
+        m.reset(
+            &Image::new(vec![1, 2]),
+            cells.len(),
+            None,
+            &mut Populated::default(),
+        );
         assert_eq!(m.read(0, 2).unwrap(), [1, 2]);
         assert!(m.all(2, cells.len() as u32 - 2, 0));
-        assert_eq!(m.image(cells.len()), [1, 2]);
+        assert_eq!(m.image(cells.len()).bytes(), [1, 2]);
+    }
+
+    #[test]
+    fn reset_restores_the_image_block_by_block() {
+        let len = 4 * 4096;
+        let cells: Vec<UnsafeCell<u8>> = (0..len).map(|_| UnsafeCell::new(0)).collect();
+        // SAFETY: the cells are local to this test.
+        let m = unsafe { GuestMemory::serialized(&cells) };
+        // An image with a zero block between two that are not, and a
+        // partial last block.
+        let mut bytes = vec![0u8; 2 * 4096 + 10];
+        bytes[3] = 1;
+        bytes[2 * 4096 + 9] = 2;
+        let image = Image::new(bytes.clone());
+        assert_eq!(image.zero, [false, true, false]);
+        for addr in [3, 4096 + 5, 2 * 4096 + 9, 3 * 4096 + 1] {
+            assert!(m.write(addr, &[9]));
+        }
+        m.reset(&image, len, None, &mut Populated::default());
+        assert_eq!(m.read(0, bytes.len() as u32).unwrap(), bytes);
+        assert!(m.all(bytes.len() as u32, (len - bytes.len()) as u32, 0));
+        assert_eq!(m.image(len), image);
     }
 
     /// The page map shows exactly the written pages of a private anonymous
@@ -851,7 +919,12 @@ mod tests {
         let cells = unsafe { std::slice::from_raw_parts(base as *const UnsafeCell<u8>, len) };
         // SAFETY: as above.
         let m = unsafe { GuestMemory::serialized(cells) };
-        m.reset(&[1], len, Some(map), &mut Populated::default());
+        m.reset(
+            &Image::new(vec![1]),
+            len,
+            Some(map),
+            &mut Populated::default(),
+        );
         assert_eq!(m.read(0, 2).unwrap(), [1, 0]);
         assert!(m.all(1, len as u32 - 1, 0));
         // SAFETY: the mapping made above, no longer used.
@@ -874,26 +947,30 @@ mod tests {
         // SAFETY: as above.
         let m = unsafe { GuestMemory::serialized(cells) };
         let mut known = Populated::default();
+        // Allocated before the resets: an allocation between them may take
+        // a fault of its own.
+        let page5: Vec<std::ops::Range<usize>> = std::iter::once((5 * PAGE)..(6 * PAGE)).collect();
+        let empty = Image::default();
         // Reading every page maps the zero page at each, so that the reads
         // below take no fault; those pages stay unpopulated.
         assert!(m.all(0, len as u32, 0));
         assert!(m.write(5 * PAGE as u32 + 7, &[1]));
-        m.reset(&[], len, Some(&map), &mut known);
+        m.reset(&empty, len, Some(&map), &mut known);
         assert_eq!(known.scans, 1);
         assert_eq!(known.covered, 0..len);
-        assert_eq!(known.runs, vec![(5 * PAGE)..(6 * PAGE)]);
+        assert_eq!(known.runs, page5);
         assert!(m.all(0, len as u32, 0));
         // Page 5 is populated: writing it again takes no fault.
         assert!(m.write(5 * PAGE as u32 + 9, &[2]));
         assert_eq!(known.after, Faults::now(), "a fault between the resets");
-        m.reset(&[], len, Some(&map), &mut known);
+        m.reset(&empty, len, Some(&map), &mut known);
         assert_eq!(known.scans, 1, "the second reset scanned");
         assert!(m.all(0, len as u32, 0));
-        assert_eq!(known.runs, vec![(5 * PAGE)..(6 * PAGE)]);
+        assert_eq!(known.runs, page5);
         // Page 9 is not: the write is a fault, and the reset scans again.
         assert!(m.write(9 * PAGE as u32, &[3]));
         assert_ne!(known.after, Faults::now());
-        m.reset(&[], len, Some(&map), &mut known);
+        m.reset(&empty, len, Some(&map), &mut known);
         assert_eq!(known.scans, 2);
         assert!(m.all(0, len as u32, 0));
         assert_eq!(known.runs, [5 * PAGE..6 * PAGE, 9 * PAGE..10 * PAGE]);

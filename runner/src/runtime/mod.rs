@@ -336,7 +336,7 @@ pub struct Program {
     /// The memory right after the first instance's start function ran on a
     /// zeroed memory (what every run starts from), up to its last non-zero
     /// byte.
-    image: std::sync::OnceLock<Vec<u8>>,
+    image: std::sync::OnceLock<memory::Image>,
     /// Which pages of the process are populated, for the memory reset
     /// between runs (None where the kernel does not say).
     page_map: Option<memory::PageMap>,
@@ -709,8 +709,9 @@ impl Program {
         // SAFETY: the run is over: no guest thread of it runs any more, and
         // this memory belongs to no other run.
         let mem = unsafe { memory::GuestMemory::serialized(slot.memory.data()) };
+        let empty = memory::Image::default();
         mem.reset(
-            image.map_or(&[][..], |i| &i[..]),
+            image.unwrap_or(&empty),
             (pages as usize) << 16,
             self.page_map.as_ref(),
             &mut slot.populated,
