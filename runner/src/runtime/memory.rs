@@ -256,6 +256,33 @@ impl<'a> GuestMemory<'a> {
         // SAFETY: the `serialized` contract; the range is inside the memory.
         let mem = unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut u8, len) };
         let head = image.bytes.len().min(len);
+        let base = mem.as_ptr() as usize;
+        if let Some(map) = pages.filter(|m| m.scan && base.is_multiple_of(PAGE) && len >= PAGE) {
+            // Every populated page is cleared but the image's non-zero
+            // blocks, which are copied after: the image's zero blocks that
+            // no run wrote (most of a Rust main stack) are not even read.
+            let zero = &image.zero;
+            map.for_each_populated_since(mem, 0, known, |run| {
+                let first = (run.as_ptr() as usize - base) / PAGE;
+                for (i, block) in (first..).zip(run.chunks_mut(PAGE)) {
+                    if zero.get(i) != Some(&false) && !is_zero(block) {
+                        block.fill(0);
+                    }
+                }
+            });
+            let blocks = mem[..head].chunks_mut(PAGE).zip(image.bytes.chunks(PAGE));
+            for ((dst, src), &zero) in blocks.zip(zero) {
+                if !zero {
+                    dst.copy_from_slice(src);
+                }
+            }
+            // The rest of the image's last block, when it was not cleared.
+            let end = head.next_multiple_of(PAGE).min(len);
+            if zero.last() == Some(&false) && !is_zero(&mem[head..end]) {
+                mem[head..end].fill(0);
+            }
+            return;
+        }
         let blocks = mem[..head]
             .chunks_mut(PAGE)
             .zip(image.bytes[..head].chunks(PAGE));
@@ -267,7 +294,6 @@ impl<'a> GuestMemory<'a> {
             }
         }
         // Up to the next page boundary block by block, then page by page.
-        let base = mem.as_ptr() as usize;
         let aligned = (head + (base + head).wrapping_neg() % PAGE).min(len);
         clear_blocks(&mut mem[head..aligned]);
         let rest = len - aligned;
@@ -927,6 +953,45 @@ mod tests {
         );
         assert_eq!(m.read(0, 2).unwrap(), [1, 0]);
         assert!(m.all(1, len as u32 - 1, 0));
+        // SAFETY: the mapping made above, no longer used.
+        assert_eq!(unsafe { libc::munmap(base, len) }, 0);
+    }
+
+    /// With `PAGEMAP_SCAN`, a reset reads only populated pages, inside the
+    /// image too, and still restores the image and clears the rest.
+    #[test]
+    fn a_scanning_reset_restores_the_image_and_clears_the_rest() {
+        let Some(map) = PageMap::open().filter(|m| m.scan) else {
+            return;
+        };
+        let len = 16 * PAGE;
+        let base = anonymous_mapping(len).expect("a mapping");
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // only this test uses it.
+        let cells = unsafe { std::slice::from_raw_parts(base as *const UnsafeCell<u8>, len) };
+        // SAFETY: as above.
+        let m = unsafe { GuestMemory::serialized(cells) };
+        // Non-zero blocks 0 and 5 (its last, partial), zero blocks between.
+        let mut bytes = vec![0u8; 5 * PAGE + 100];
+        bytes[7] = 1;
+        bytes[5 * PAGE + 99] = 2;
+        let image = Image::new(bytes.clone());
+        let mut known = Populated::default();
+        for round in 0..3 {
+            for addr in [7, 2 * PAGE + 3, 5 * PAGE + 99, 5 * PAGE + 200, 9 * PAGE + 1] {
+                assert!(m.write(addr as u32, &[9 + round]));
+            }
+            m.reset(&image, len, Some(&map), &mut known);
+            assert_eq!(
+                m.read(0, bytes.len() as u32).unwrap(),
+                bytes,
+                "round {round}"
+            );
+            assert!(
+                m.all(bytes.len() as u32, (len - bytes.len()) as u32, 0),
+                "round {round}"
+            );
+        }
         // SAFETY: the mapping made above, no longer used.
         assert_eq!(unsafe { libc::munmap(base, len) }, 0);
     }
