@@ -4,11 +4,36 @@
 use crate::common::*;
 use heddle::campaign::exec;
 use heddle::campaign::{SeedPlan, Shard};
-use heddle::fuzz::Fuzz;
+use heddle::fuzz::{Fuzz, FuzzReport};
 use heddle::instrument::Config;
 use heddle::reproduce;
 use heddle::runtime::{Program, RunConfig};
 use heddle::suite::{Status, Suite};
+
+/// A `random` campaign of 50 seeds of the bundled bank race from `base`,
+/// into `out`, stopping at its first failure.
+fn race_bank_campaign(base: RunConfig, out: &std::path::Path, jobs: usize) -> FuzzReport {
+    let t = heddle::target::load(&repo().join("targets/race_bank.c"), &[]).expect("target");
+    let program = Program::new(&t.bytes, &Config::default()).expect("program");
+    let plan = SeedPlan {
+        seed_start: 0,
+        runs: Some(50),
+        shard: Shard::WHOLE,
+    };
+    Fuzz::new(t, program, base, "random", plan, false)
+        .unwrap()
+        .run(&exec::Options {
+            jobs,
+            time_budget: None,
+            started: None,
+            out: out.to_path_buf(),
+            resume: false,
+            journal: false,
+            all_failing_seeds: false,
+            progress: exec::Progress::Off,
+        })
+        .expect("campaign")
+}
 
 /// A campaign of the bundled bank race through [`Fuzz::run`]: the report
 /// counts the failing run, names the replay file it wrote (which replays
@@ -18,27 +43,8 @@ use heddle::suite::{Status, Suite};
 fn fuzz_and_test_reports_are_library_values() {
     let dir = tempdir();
     let source = repo().join("targets/race_bank.c");
-    let t = heddle::target::load(&source, &[]).expect("target");
-    let program = Program::new(&t.bytes, &Config::default()).expect("program");
-    let plan = SeedPlan {
-        seed_start: 0,
-        runs: Some(50),
-        shard: Shard::WHOLE,
-    };
-    let fuzz = Fuzz::new(t, program, RunConfig::default(), "random", plan, false).unwrap();
     let out = dir.path().join("fuzz");
-    let r = fuzz
-        .run(&exec::Options {
-            jobs: 2,
-            time_budget: None,
-            started: None,
-            out: out.clone(),
-            resume: false,
-            journal: false,
-            all_failing_seeds: false,
-            progress: exec::Progress::Off,
-        })
-        .expect("campaign");
+    let r = race_bank_campaign(RunConfig::default(), &out, 2);
     // Without keep_going the campaign stops at its first failure.
     assert_eq!(r.failing(), 1, "{:?}", r.outcome.summary.stats);
     assert_eq!(r.error_runs(), 0);
@@ -120,4 +126,39 @@ replays = ["{replay}"]
     .run(&mut |_| {})
     .unwrap_err();
     assert!(err.to_string().contains("no target named `nope`"), "{err}");
+}
+
+/// A campaign's run that makes more decisions than it may keep
+/// ([`RunConfig::keep_decisions`], what keeps a long run's memory flat)
+/// still gets its replay file, from the rerun with diagnostics: the same
+/// bytes as when every run keeps its schedule, and it replays.
+#[test]
+fn a_run_that_kept_no_decisions_gets_the_same_replay_file() {
+    let dir = tempdir();
+    let replay_with = |keep: u64, name: &str| {
+        let base = RunConfig {
+            keep_decisions: keep,
+            ..RunConfig::default()
+        };
+        let r = race_bank_campaign(base, &dir.path().join(name), 1);
+        let replays = r.replays();
+        assert_eq!(replays.len(), 1, "{name}");
+        replays[0].path.clone()
+    };
+    let kept = replay_with(u64::MAX, "kept");
+    let dropped = replay_with(3, "dropped");
+    assert_eq!(
+        kept.file_name(),
+        dropped.file_name(),
+        "the same seed fails first"
+    );
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        std::fs::read(&dropped).unwrap(),
+        "the same replay file"
+    );
+    let rep = reproduce::replay(&dropped, &reproduce::Options::default()).expect("replay");
+    assert!(rep.reproduced.is_ok(), "{:?}", rep.reproduced);
+    assert!(rep.result.decision_count > 3);
+    assert!(rep.result.decisions_complete());
 }

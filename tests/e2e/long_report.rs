@@ -166,3 +166,29 @@ fn long_report_show_of_millions_of_steps_and_256_threads_is_bounded() {
     let page = std::fs::metadata(&html).unwrap().len();
     assert!(page <= 4_000_000, "{page} bytes of HTML");
 }
+
+/// A run of more decisions than a campaign's run keeps (2^20, so that its
+/// memory stays flat in its length) still gets its replay file, from the
+/// rerun with diagnostics, and the file replays.
+#[test]
+#[ignore = "slow tier: scripts/test.sh --slow"]
+fn a_run_longer_than_the_kept_decisions_gets_a_replay_that_replays() {
+    let dir = tempdir();
+    let file = failing_replay(
+        "tests/programs/suites/pool.c",
+        dir.path(),
+        &["--jobs", "1"],
+        &["16", "120000"],
+    );
+    let summary = std::fs::read_to_string(dir.path().join("campaign.toml")).unwrap();
+    let decisions: f64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("decisions_per_run = "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no decisions_per_run in\n{summary}"));
+    assert!(
+        decisions > heddle::runtime::CAMPAIGN_KEPT_DECISIONS as f64,
+        "{decisions} decisions"
+    );
+    replays_the_same_twice(file.to_str().unwrap(), "tasks lost an update");
+}

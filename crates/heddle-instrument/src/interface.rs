@@ -127,6 +127,11 @@ host_calls! {
         /// budget goes to the budget global), then notifies; returns the
         /// number woken.
         NotifySwitched = "notify_switched" (I32, I32, I32) -> (I32);
+        /// `unreachable()`: in place of each `unreachable` instruction (an
+        /// `abort`, a Rust panic, a failed assertion): traps as the
+        /// instruction would, through the host, without the signal a trap
+        /// in wasm code raises (most of a failing run's time).
+        Unreachable = "unreachable" () -> ();
     }
 }
 
@@ -195,10 +200,14 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len() as u32, RtImport::COUNT);
-        assert_eq!(RtImport::COUNT, 16);
+        assert_eq!(RtImport::COUNT, 17);
         assert_eq!(
             RtImport::ALL[RtImport::NotifySwitched as usize],
             RtImport::NotifySwitched
+        );
+        assert_eq!(
+            RtImport::ALL[RtImport::Unreachable as usize],
+            RtImport::Unreachable
         );
         assert_eq!(SdkImport::ALL.len() as u32, SdkImport::COUNT);
     }

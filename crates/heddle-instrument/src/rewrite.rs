@@ -2386,6 +2386,13 @@ fn rewrite_body<'a>(
                 em.mark(orig, false);
                 em.original(op)?;
             }
+            // The trap comes from the host: a trap in wasm code is a signal,
+            // which costs several times a whole short run.
+            Operator::Unreachable => {
+                em.mark(orig, true);
+                em.ins(Instruction::Call(em.rt(RtImport::Unreachable)));
+                em.ins(Instruction::Unreachable);
+            }
             Operator::Call { .. } if ctx.redirect.is_some_and(|r| r.contains_key(&offset)) => {
                 em.mark(orig, false);
                 em.ins(Instruction::Call(ctx.redirect.expect("redirect")[&offset]));

@@ -500,6 +500,10 @@ impl<'a> Campaign<'a> {
                 strategy,
                 corpus,
                 deadline,
+                keep_decisions: self
+                    .base
+                    .keep_decisions
+                    .min(crate::runtime::CAMPAIGN_KEPT_DECISIONS),
                 ..self.base.clone()
             };
             let mut result = run_guarded(build.program, &cfg, inject.contains(&seed));
@@ -739,17 +743,23 @@ impl<'a> Campaign<'a> {
     ) -> Result<RunResult> {
         let kind = kind.unwrap_or(r.verdict.kind());
         let path = out.join(summary::replay_name(&id.target, kind, cfg.seed));
-        let mut file = reproduce::record(build.target, build.program, cfg, cfg.seed, r)?;
-        reproduce::save(&path, &mut file, &build.target.bytes)?;
+        // A run that kept its schedule has its replay file at once (a
+        // cancelled rerun leaves it); one too long to keep it, from the
+        // rerun only.
+        if r.decisions_complete() {
+            let mut file = reproduce::record(build.target, build.program, cfg, cfg.seed, r)?;
+            reproduce::save(&path, &mut file, &build.target.bytes)?;
+        }
         let detailed = match build.program.run(&RunConfig {
             diagnostics: true,
             deadline,
+            keep_decisions: u64::MAX,
             ..cfg.clone()
         }) {
             Err(e) if crate::runtime::cancelled(&e) => return Ok(r.clone()),
             d => d?,
         };
-        if detailed.decisions != r.decisions {
+        if (detailed.decision_count, detailed.schedule) != (r.decision_count, r.schedule) {
             return Err(crate::internal!(
                 "seed {} did not repeat its schedule with diagnostics on",
                 cfg.seed
@@ -1010,11 +1020,11 @@ fn make_record(
                     } else {
                         r.verdict.summary()
                     },
-                    decisions: r.decisions.len() as u64,
+                    decisions: r.decision_count,
                     preemptions: r.preemptions,
                     switches: r.switches,
                     steps: r.steps,
-                    schedule: trace::schedule_hash(&r.decisions),
+                    schedule: r.schedule,
                     sites: SiteSet::id_of(&hit),
                     ms,
                     races: r

@@ -197,7 +197,7 @@ impl Pending {
 /// *instrumented* module (symbolized later, through the site table). The
 /// stacks of blocked threads, memory errors and recorded events are made
 /// of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawFrame {
     /// The function's index.
     pub func: u32,

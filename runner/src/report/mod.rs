@@ -112,13 +112,15 @@ impl RunInfo {
     }
 }
 
-/// The configuration of a run recorded for a report: events, their stacks
-/// and blocking diagnostics (none of which changes the schedule).
+/// The configuration of a run recorded for a report: events, their stacks,
+/// blocking diagnostics and every decision (none of which changes the
+/// schedule).
 pub fn recording(cfg: &RunConfig) -> RunConfig {
     RunConfig {
         record_events: true,
         event_stacks: true,
         diagnostics: true,
+        keep_decisions: u64::MAX,
         ..cfg.clone()
     }
 }

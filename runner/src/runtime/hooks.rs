@@ -741,6 +741,9 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> anyhow::Result<()> {
         RtImport::Size.name(),
         |caller: Caller<'_, ThreadCtx>| -> i32 { caller.data().run.get().memory.pages as i32 },
     )?;
+    linker.func_wrap(m, RtImport::Unreachable.name(), || -> HostResult<()> {
+        Err(wasmtime::Trap::UnreachableCodeReached.into())
+    })?;
 
     linker.func_wrap(
         m,

@@ -32,6 +32,7 @@ use crate::verdict::{BlockedThread, HeldLock, ThreadAt, Verdict};
 use anyhow::{anyhow, bail, Result};
 use hooks::ThreadExit;
 use state::{Divergence, Limits, Outcome, RunCell, RunEnd, RunState, Scheduler};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -65,6 +66,11 @@ const STACK_SIZE: usize = 2 << 20;
 /// stacks in its first run only (a stack keeps resident only the pages its
 /// deepest call touched).
 const MAX_FREE_STACKS: usize = MAX_THREADS;
+
+/// At most this many raw frames' symbols are kept for reuse
+/// (`Program::symbolized`): a few megabytes; frames beyond it are
+/// symbolized each time.
+const SYMBOLIZED_MAX: usize = 1 << 16;
 
 /// The data of each guest thread's store.
 pub(crate) struct ThreadCtx {
@@ -108,6 +114,10 @@ impl ThreadCtx {
         })
     }
 }
+
+/// Decisions a campaign's run keeps for its replay file (20 bytes each):
+/// a run with more is rerun to write it ([`RunConfig::keep_decisions`]).
+pub const CAMPAIGN_KEPT_DECISIONS: u64 = 1 << 20;
 
 /// The default step budget: ten times the longest unit tests of real
 /// libraries heddle was measured on (10^6–10^7 steps), so that they finish;
@@ -181,6 +191,11 @@ pub struct RunConfig {
     pub grants: Vec<Grant>,
     /// Decisions to apply first (replay, exploration).
     pub forced: Vec<Decision>,
+    /// A run that makes more decisions than this keeps none of them in
+    /// [`RunResult::decisions`] (it still counts and hashes them): a
+    /// campaign's runs keep [`CAMPAIGN_KEPT_DECISIONS`] at most, so that a
+    /// long run's memory does not grow with its length.
+    pub keep_decisions: u64,
     /// A decision beyond `forced` is a divergence.
     pub strict: bool,
     /// Record what each decision chose from ([`RunResult::choice_points`]).
@@ -216,6 +231,7 @@ impl Default for RunConfig {
             diagnostics: false,
             grants: Vec::new(),
             forced: Vec::new(),
+            keep_decisions: u64::MAX,
             strict: false,
             record_choices: false,
             event_stacks: false,
@@ -250,8 +266,15 @@ pub struct RunResult {
     /// What the run showed its strategy, for the corpus of later runs
     /// ([`sched::Strategy::take_feedback`]; empty for most strategies).
     pub feedback: sched::rff::Feedback,
-    /// The decisions made, in order (the schedule).
+    /// The decisions made, in order (the schedule): all of them, or none
+    /// when there were more than [`RunConfig::keep_decisions`]
+    /// ([`RunResult::decisions_complete`]).
     pub decisions: Vec<Decision>,
+    /// How many decisions the run made.
+    pub decision_count: u64,
+    /// The hash of the schedule ([`crate::trace::schedule_hash`] of all the
+    /// decisions, kept or not).
+    pub schedule: u64,
     /// The events recorded (when the configuration asks for them).
     pub events: Vec<Event>,
     /// `heddle_event` labels: (step, tid, label).
@@ -311,6 +334,11 @@ pub struct HeapBlockInfo {
 }
 
 impl RunResult {
+    /// Whether [`RunResult::decisions`] holds every decision of the run.
+    pub fn decisions_complete(&self) -> bool {
+        self.decisions.len() as u64 == self.decision_count
+    }
+
     /// SHA-256 of stdout, a zero byte, and stderr.
     pub fn output_hash(&self) -> String {
         let mut all = self.stdout.clone();
@@ -348,6 +376,11 @@ pub struct Program {
     site_info: Arc<[instrument::SiteInfo]>,
     original: Arc<Vec<u8>>,
     debug: Mutex<Option<DebugInfo>>,
+    /// What [`Program::symbolize`] made of each raw frame it has seen: the
+    /// failing runs of a campaign mostly fail at the same few stacks, and
+    /// looking a frame up in the DWARF and demangling its names was most of
+    /// a failing run's cost. Only looked up, never iterated.
+    symbolized: Mutex<HashMap<RawFrame, Arc<[Frame]>>>,
     /// Where the module's stacks are, read from `original` when first needed.
     stack_layout: std::sync::OnceLock<overflow::StackLayout>,
     mem_pages: (u32, u32),
@@ -450,6 +483,7 @@ impl Program {
             sites: Arc::new(inst.sites),
             original: Arc::new(bytes.to_vec()),
             debug: Mutex::new(None),
+            symbolized: Mutex::new(HashMap::new()),
             stack_layout: std::sync::OnceLock::new(),
             mem_pages: (min, max),
             has_thread_start: info.exports_func("wasi_thread_start"),
@@ -556,58 +590,73 @@ impl Program {
 
     /// Symbolizes raw frames through the site table and the original DWARF.
     pub fn symbolize(&self, raw: &[RawFrame]) -> Vec<Frame> {
+        let mut memo = self.symbolized.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for f in raw {
+            if let Some(frames) = memo.get(f) {
+                out.extend_from_slice(frames);
+                continue;
+            }
+            let frames: Arc<[Frame]> = self.symbolize_frame(f).into();
+            out.extend_from_slice(&frames);
+            if memo.len() < SYMBOLIZED_MAX {
+                memo.insert(*f, frames);
+            }
+        }
+        out
+    }
+
+    /// The frames of one raw frame: its function's inlined calls, innermost
+    /// first, then the function itself.
+    fn symbolize_frame(&self, f: &RawFrame) -> Vec<Frame> {
         let mut guard = self.debug.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             *guard = DebugInfo::parse(&self.original).ok();
         }
         let debug = guard.as_ref();
-        let mut out = Vec::new();
-        for f in raw {
-            let Some(orig_func) = self.sites.original_func(f.func) else {
-                continue;
-            };
-            let name = self.sites.func_name(orig_func);
-            let off = f.offset.and_then(|o| self.sites.original_offset(o));
-            let mut frames = match (debug, off) {
-                (Some(d), Some(off)) => d.frames(off as u64),
-                _ => Vec::new(),
-            };
-            // No line for the instruction (code the compiler added, such as
-            // the trap it makes of undefined behaviour, may have none): a
-            // user function keeps its file, line 0, so that the report names
-            // it rather than a library caller.
-            let unplaced = frames.last().is_none_or(|f| f.loc.is_none());
-            let fallback = match (debug, off) {
-                (Some(d), Some(off)) if unplaced && self.is_user_func(orig_func) => {
-                    d.unit_name(off as u64).map(|(file, _)| instrument::Loc {
-                        file,
-                        line: 0,
-                        col: 0,
-                    })
+        let Some(orig_func) = self.sites.original_func(f.func) else {
+            return Vec::new();
+        };
+        let name = self.sites.func_name(orig_func);
+        let off = f.offset.and_then(|o| self.sites.original_offset(o));
+        let mut frames = match (debug, off) {
+            (Some(d), Some(off)) => d.frames(off as u64),
+            _ => Vec::new(),
+        };
+        // No line for the instruction (code the compiler added, such as
+        // the trap it makes of undefined behaviour, may have none): a
+        // user function keeps its file, line 0, so that the report names
+        // it rather than a library caller.
+        let unplaced = frames.last().is_none_or(|f| f.loc.is_none());
+        let fallback = match (debug, off) {
+            (Some(d), Some(off)) if unplaced && self.is_user_func(orig_func) => {
+                d.unit_name(off as u64).map(|(file, _)| instrument::Loc {
+                    file,
+                    line: 0,
+                    col: 0,
+                })
+            }
+            _ => None,
+        };
+        match frames.last_mut() {
+            None => vec![Frame {
+                function: Some(name),
+                loc: fallback,
+                offset: off.map(u64::from),
+            }],
+            Some(outer) => {
+                if outer.loc.is_none() {
+                    outer.loc = fallback;
                 }
-                _ => None,
-            };
-            match frames.last_mut() {
-                None => out.push(Frame {
-                    function: Some(name),
-                    loc: fallback,
-                    offset: off.map(u64::from),
-                }),
-                Some(outer) => {
-                    if outer.loc.is_none() {
-                        outer.loc = fallback;
-                    }
-                    // The outermost frame is the wasm function itself:
-                    // code without a DWARF name (assembly) keeps the name
-                    // its symbol has.
-                    if outer.function.as_deref().is_none_or(str::is_empty) {
-                        outer.function = Some(name);
-                    }
-                    out.extend(frames);
+                // The outermost frame is the wasm function itself:
+                // code without a DWARF name (assembly) keeps the name
+                // its symbol has.
+                if outer.function.as_deref().is_none_or(str::is_empty) {
+                    outer.function = Some(name);
                 }
+                frames
             }
         }
-        out
     }
 
     /// Symbolizes the stacks of every recorded event, each distinct raw
@@ -615,7 +664,6 @@ impl Program {
     /// stacks; symbolizing each event's stack on its own took minutes and
     /// gigabytes).
     fn symbolize_all(&self, raw: &[Vec<RawFrame>]) -> Vec<Arc<[Frame]>> {
-        use std::collections::HashMap;
         use std::hash::{Hash, Hasher};
         let hash = |s: &[RawFrame]| {
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -825,6 +873,7 @@ impl Program {
             .map(|n| self.resolve_symbol(n).cloned())
             .collect::<Result<_>>()?;
         let mut sched = Scheduler::new(strategy, cfg.forced.clone(), cfg.strict);
+        sched.keep = cfg.keep_decisions;
         if cfg.record_choices {
             sched.choice_points = Some(Vec::new());
         }
@@ -1028,6 +1077,8 @@ impl Program {
             strategy,
             feedback: Default::default(),
             decisions: std::mem::take(&mut st.sched.decisions),
+            decision_count: st.sched.decision_count,
+            schedule: st.sched.schedule.value(),
             events: std::mem::take(&mut st.record.events),
             labels: std::mem::take(&mut st.record.labels),
             thread_names,

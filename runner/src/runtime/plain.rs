@@ -797,6 +797,12 @@ pub fn add_noop_hooks<T: 'static>(
 
     linker.func_wrap(
         m,
+        RtImport::Unreachable.name(),
+        || -> wasmtime::Result<()> { Err(wasmtime::Trap::UnreachableCodeReached.into()) },
+    )?;
+
+    linker.func_wrap(
+        m,
         RtImport::CallCatching.name(),
         |mut caller: Caller<'_, T>, arg: i32, func: u32| -> wasmtime::Result<i32> {
             let table = caller

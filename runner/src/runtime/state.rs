@@ -256,7 +256,15 @@ pub struct Scheduler {
     /// A decision beyond the recording is a divergence (replay), rather than
     /// the strategy's business (exploration of a prefix).
     strict: bool,
+    /// The decisions made, while there are at most `keep` of them (then
+    /// none: [`Scheduler::decisions_complete`]).
     pub decisions: Vec<Decision>,
+    /// How many decisions the run made.
+    pub decision_count: u64,
+    /// The hash of all of them ([`crate::trace::schedule_hash`]).
+    pub schedule: crate::trace::ScheduleHash,
+    /// Decisions kept at most ([`crate::runtime::RunConfig::keep_decisions`]).
+    pub keep: u64,
     thread_decisions: u64,
     /// When recording: what each decision chose from (explorers need the
     /// alternatives, not just the choice).
@@ -386,10 +394,27 @@ impl Scheduler {
             pos: 0,
             strict,
             decisions: Vec::new(),
+            decision_count: 0,
+            schedule: Default::default(),
+            keep: u64::MAX,
             thread_decisions: 0,
             choice_points: None,
             waiting: Vec::new(),
             events_recorded: 0,
+        }
+    }
+
+    /// Counts and hashes `d`, and keeps it while no more than `keep` are
+    /// made: a long run past that keeps none, so that its memory does not
+    /// grow with its length (its replay file comes from the rerun with
+    /// diagnostics, which keeps them all).
+    fn made(&mut self, d: Decision) {
+        self.decision_count += 1;
+        self.schedule.add(&d);
+        if self.decision_count <= self.keep {
+            self.decisions.push(d);
+        } else if !self.decisions.is_empty() {
+            self.decisions = Vec::new();
         }
     }
 
@@ -407,7 +432,7 @@ impl Scheduler {
         cands: &[Candidate],
         view: &dyn crate::sched::RunView,
     ) -> Result<usize, Divergence> {
-        let index = self.decisions.len();
+        let index = self.decision_count as usize;
         let options = cands.len() as u32;
         let pick = match self.next_forced() {
             Some(
@@ -467,7 +492,7 @@ impl Scheduler {
             });
         }
         let c = cands[pick];
-        self.decisions.push(Decision::Thread {
+        self.made(Decision::Thread {
             tid: c.tid,
             site: c.pending.site,
             options,
@@ -493,7 +518,7 @@ impl Scheduler {
         options: u32,
         ask: impl FnOnce(&mut dyn Strategy) -> u32,
     ) -> Result<u32, Divergence> {
-        let index = self.decisions.len();
+        let index = self.decision_count as usize;
         let value = match self.next_forced() {
             Some(Decision::Value {
                 tid: t,
@@ -525,7 +550,7 @@ impl Scheduler {
                 event: self.events_recorded,
             });
         }
-        self.decisions.push(Decision::Value {
+        self.made(Decision::Value {
             tid,
             site,
             value,

@@ -167,11 +167,31 @@ pub struct Event {
 /// (a byte-wise hash took several percent of a run with a thousand
 /// decisions).
 pub fn schedule_hash(ds: &[Decision]) -> u64 {
-    fn mix(x: u64) -> u64 {
-        (x ^ (x >> 31)).wrapping_mul(0xd6e8_feb8_6659_fd93)
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = ScheduleHash::default();
     for d in ds {
+        h.add(d);
+    }
+    h.value()
+}
+
+/// [`schedule_hash`] computed as the decisions are made, without keeping
+/// them: a run counts and hashes its schedule whether or not it keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleHash(u64);
+
+impl Default for ScheduleHash {
+    fn default() -> Self {
+        ScheduleHash(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl ScheduleHash {
+    /// Adds the next decision.
+    #[inline]
+    pub fn add(&mut self, d: &Decision) {
+        fn mix(x: u64) -> u64 {
+            (x ^ (x >> 31)).wrapping_mul(0xd6e8_feb8_6659_fd93)
+        }
         let (tid, site, options, value) = match *d {
             Decision::Thread { tid, site, options } => (tid, site, options, 0),
             Decision::Value {
@@ -181,10 +201,14 @@ pub fn schedule_hash(ds: &[Decision]) -> u64 {
                 options,
             } => (tid ^ 0x8000_0000, site, options, value),
         };
-        h = mix(h ^ (tid as u64 | (site as u64) << 32));
-        h = mix(h ^ (options as u64 | (value as u64) << 32));
+        self.0 = mix(self.0 ^ (tid as u64 | (site as u64) << 32));
+        self.0 = mix(self.0 ^ (options as u64 | (value as u64) << 32));
     }
-    h
+
+    /// The hash of the decisions added so far.
+    pub fn value(self) -> u64 {
+        self.0
+    }
 }
 
 #[cfg(test)]
