@@ -34,7 +34,7 @@ use heddle_peers::{
 };
 use machine::{machine, today};
 use shuttle::scheduler::{RandomScheduler, Schedule, Scheduler, Task, TaskId};
-use shuttle::{Config, Runner};
+use shuttle::{Config, MaxSteps, Runner};
 use shuttle_programs::CASES;
 use std::path::PathBuf;
 use std::process::Command;
@@ -98,7 +98,7 @@ impl Peers {
 
     /// `iterations` shuttle executions under the random scheduler; runs/s.
     fn shuttle(&self, case: &Case, iterations: u64) -> f64 {
-        let runner = Runner::new(RandomScheduler::new(iterations as usize), Config::new());
+        let runner = Runner::new(RandomScheduler::new(iterations as usize), shuttle_config());
         let start = Instant::now();
         let done = runner.run(case.shuttle);
         let secs = start.elapsed().as_secs_f64();
@@ -149,16 +149,24 @@ fn shuttle_points(case: &Case, executions: usize) -> (f64, f64, f64) {
         decisions: decisions.clone(),
         switches: switches.clone(),
     };
-    let done = Runner::new(scheduler, Config::new()).run(case.shuttle);
+    let done = Runner::new(scheduler, shuttle_config()).run(case.shuttle);
     assert_eq!(done, executions, "{}", case.name);
     let per = |c: &AtomicU64| c.load(Relaxed) as f64 / executions as f64;
     (per(&points), per(&decisions), per(&switches))
 }
 
+/// shuttle's configuration: its defaults, but the step bound of heddle's
+/// (10^8) rather than 10^6, which the long programs pass.
+fn shuttle_config() -> Config {
+    let mut c = Config::new();
+    c.max_steps = MaxSteps::FailAfter(100_000_000);
+    c
+}
+
 /// Runs needed for about `secs` with `measure` (runs → runs/s), starting
 /// small and growing until a run lasts long enough to trust its rate.
 fn calibrate(secs: f64, mut measure: impl FnMut(u64) -> f64) -> u64 {
-    let mut runs = 10;
+    let mut runs = 1;
     loop {
         let rate = measure(runs);
         if runs as f64 / rate >= secs * CALIBRATION_FRACTION {
@@ -208,8 +216,9 @@ fn main() {
     for case in &CASES {
         // Warm-up: heddle compiles the source into its cache, shuttle
         // allocates its continuation stacks.
-        peers.heddle(case, 10);
-        peers.shuttle(case, 10);
+        let warm = if case.long { 1 } else { 10 };
+        peers.heddle(case, warm);
+        peers.shuttle(case, warm);
         let heddle_runs = calibrate(secs, |n| peers.heddle(case, n));
         let shuttle_runs = calibrate(secs, |n| peers.shuttle(case, n));
         eprintln!(
@@ -242,7 +251,8 @@ fn main() {
         let campaign = std::fs::read_to_string(peers.out.join("campaign.toml"))
             .expect("heddle's campaign.toml");
         let stat = |key| campaign_stat(&campaign, key).expect(key);
-        let (shuttle_points, shuttle_decisions, shuttle_switches) = shuttle_points(case, 1000);
+        let counted = if case.long { 2 } else { 1000 };
+        let (shuttle_points, shuttle_decisions, shuttle_switches) = shuttle_points(case, counted);
         points.push(Points {
             program: case.name.to_string(),
             heddle_steps: stat("steps_per_run"),
@@ -268,7 +278,7 @@ fn main() {
          and its thread switches, over the last measurement's runs; shuttle: \
          calls to its scheduler, those with more than one runnable task, and \
          those that chose another task than the current one, over 1,000 \
-         counted executions), and a run's median time over its switches:\n\n{}",
+         counted executions, 2 for the long runs), and a run's median time over its switches:\n\n{}",
         machine(),
         markdown_table(&rows),
         points_table(&points)

@@ -24,6 +24,9 @@ pub struct Case {
     pub fixed: bool,
     /// One execution of the program under shuttle; panics on a failed check.
     pub shuttle: fn(),
+    /// A long run (10^6 steps and more): measured over few runs, and
+    /// checked under shuttle at a smaller size.
+    pub long: bool,
 }
 
 /// The first stdout line of `heddle fuzz`, e.g.
@@ -117,6 +120,16 @@ impl Row {
     }
 }
 
+/// A runs/s figure: whole runs, but two decimals below 10 (a long run
+/// takes seconds).
+pub fn rate(runs_per_sec: f64) -> String {
+    if runs_per_sec < 10.0 {
+        format!("{runs_per_sec:.2}")
+    } else {
+        format!("{runs_per_sec:.0}")
+    }
+}
+
 /// A markdown table: medians of each tool's runs/s, the median of the
 /// per-round ratios, and every round's ratio.
 pub fn markdown_table(rows: &[Row]) -> String {
@@ -128,10 +141,10 @@ pub fn markdown_table(rows: &[Row]) -> String {
         let ratios = r.ratios();
         let each: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
         t.push_str(&format!(
-            "| {} | {:.0} | {:.0} | {:.2}× | {} |\n",
+            "| {} | {} | {} | {:.2}× | {} |\n",
             r.program,
-            median(&r.heddle),
-            median(&r.shuttle),
+            rate(median(&r.heddle)),
+            rate(median(&r.shuttle)),
             median(&ratios),
             each.join(", ")
         ));
