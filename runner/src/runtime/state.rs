@@ -257,7 +257,7 @@ pub struct Scheduler {
     /// the strategy's business (exploration of a prefix).
     strict: bool,
     /// The decisions made, while there are at most `keep` of them (then
-    /// none: [`Scheduler::decisions_complete`]).
+    /// none: [`crate::runtime::RunResult::decisions_complete`]).
     pub decisions: Vec<Decision>,
     /// How many decisions the run made.
     pub decision_count: u64,
