@@ -23,8 +23,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The replay file of run `r` of `program` (built from `t`) under `cfg`.
-/// The granted directories are digested now (a program that writes into
-/// one changes what later runs see; see docs/guide/replays.md).
+/// Each granted directory is recorded with the digest of the files its
+/// runs start from (a run's writes stay in the run).
 pub fn record(
     t: &Target,
     program: &Program,
@@ -39,7 +39,7 @@ pub fn record(
             Ok(DirRecord {
                 host: g.host.display().to_string(),
                 guest: g.guest.clone(),
-                files: digest_dir(&g.host)?,
+                files: g.snapshot()?.digest(),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -102,43 +102,6 @@ pub fn save(path: &Path, file: &mut ReplayFile, module: &[u8]) -> Result<PathBuf
     paths::write_atomic(path, file.to_toml()?.as_bytes())
         .with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(module_path)
-}
-
-/// SHA-256 of every regular file below `dir`, by `/`-separated relative
-/// path (symbolic links are followed; the order is the path order).
-pub fn digest_dir(dir: &Path) -> Result<BTreeMap<String, String>> {
-    fn walk(root: &Path, rel: &str, out: &mut BTreeMap<String, String>) -> Result<()> {
-        let here = if rel.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(rel)
-        };
-        let entries = std::fs::read_dir(&here)
-            .with_context(|| format!("--dir {}: cannot read", here.display()))?;
-        for e in entries {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            let sub = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            let p = root.join(&sub);
-            let meta = std::fs::metadata(&p)
-                .with_context(|| format!("--dir {}: cannot read", p.display()))?;
-            if meta.is_dir() {
-                walk(root, &sub, out)?;
-            } else if meta.is_file() {
-                let bytes = std::fs::read(&p)
-                    .with_context(|| format!("--dir {}: cannot read", p.display()))?;
-                out.insert(sub, paths::sha256_hex(&bytes));
-            }
-        }
-        Ok(())
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, "", &mut out)?;
-    Ok(out)
 }
 
 /// How to replay.
@@ -338,7 +301,8 @@ fn grants(file: &ReplayFile, overrides: &[String]) -> Result<Vec<Grant>> {
                 rec.guest
             );
         }
-        let now = digest_dir(&host)?;
+        let grant = Grant::new(host.clone(), rec.guest.clone());
+        let now = grant.snapshot()?.digest();
         if let Some(why) = digest_difference(&rec.files, &now) {
             bail!(
                 "--dir {} (guest {}) is not the recorded directory: {why}",
@@ -346,10 +310,7 @@ fn grants(file: &ReplayFile, overrides: &[String]) -> Result<Vec<Grant>> {
                 rec.guest
             );
         }
-        out.push(Grant {
-            host,
-            guest: rec.guest.clone(),
-        });
+        out.push(grant);
     }
     for g in overrides {
         if !out.iter().any(|o| o.guest == g.guest) {

@@ -308,6 +308,84 @@ fn a_mismatched_call_to_an_aliased_libc_function_adapts() {
 }
 
 #[test]
+fn a_granted_directory_is_the_same_for_every_run_and_every_replay() {
+    // Worker threads write a journal into the granted directory; the
+    // program expects the directory as granted, so a run that saw another
+    // run's files would fail.
+    let src = prog("log_workers.c");
+    let dir = tempdir();
+    let wasm = dir.path().join("log.wasm");
+    let out = heddle_out(&["cc", &src, "-o", path_str(&wasm)]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let data = tempdir();
+    std::fs::write(data.path().join("input.txt"), "4\n").unwrap();
+    let grant = format!("{}:/data", path_str(data.path()));
+    let listing = |p: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let camp = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        path_str(&wasm),
+        "--dir",
+        &grant,
+        "--runs",
+        "200",
+        "-j",
+        "2",
+        "--out",
+        path_str(camp.path()),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    // The host directory is as it was.
+    assert_eq!(listing(data.path()), ["input.txt"]);
+    assert_eq!(
+        std::fs::read(data.path().join("input.txt")).unwrap(),
+        b"4\n"
+    );
+    // The racy variant fails, leaving its files in its own run only; its
+    // replay reproduces every time and the host directory stays as granted.
+    let camp = tempdir();
+    let out = heddle_out(&[
+        "fuzz",
+        path_str(&wasm),
+        "--dir",
+        &grant,
+        "--runs",
+        "300",
+        "-j",
+        "2",
+        "--out",
+        path_str(camp.path()),
+        "--",
+        "racy",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
+    let replay = std::fs::read_dir(camp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.contains("assertion") && name.ends_with(".toml")
+        })
+        .unwrap_or_else(|| panic!("no assertion replay: {}", all_output(&out)));
+    for _ in 0..2 {
+        let out = heddle_out(&["replay", path_str(&replay)]);
+        assert!(
+            text(&out.stdout).contains("replay reproduced"),
+            "{}",
+            all_output(&out)
+        );
+    }
+    assert_eq!(listing(data.path()), ["input.txt"]);
+}
+
+#[test]
 fn posix_corners_answer_fixed_values() {
     // dlopen(NULL)/dlsym, the user and group, resource limits, waitpid,
     // System V semaphores, sendfile, mmap and the socket constants, linked

@@ -11,6 +11,7 @@
 //!
 //! This is the only module that uses wasmtime.
 
+pub(crate) mod files;
 pub(crate) mod hooks;
 pub(crate) mod memcheck;
 pub(crate) mod memory;

@@ -1,7 +1,8 @@
 //! Deterministic WASI.
 //!
 //! `wasi-common` provides the bulk of `wasi_snapshot_preview1` (file
-//! descriptors, args, environment, directories granted with `--dir`). What
+//! descriptors, args, environment), over heddle's in-memory copies of the
+//! directories granted with `--dir` ([`super::files`]). What
 //! would let the outside world or the OS scheduler into a run is shadowed by
 //! heddle's own implementations: both clocks read virtual time, `random_get`
 //! reads a seeded ChaCha8 stream, `sched_yield` is a yield point,
@@ -12,15 +13,16 @@
 //! byte as wasi-common answers them, only cheaper to ask for; what they do
 //! not cover goes to wasi-common ([`by_wasi_common`]).
 
+use super::files::Snapshot;
 use super::hooks::{end_err, read_bytes, write_bytes, HostResult};
 use super::memory::GuestMemory;
 use super::state::Outcome;
 use super::ThreadCtx;
 use crate::model::{Block, Clock, EventKind, Pending};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use wasi_common::pipe::{ReadPipe, WritePipe};
 use wasi_common::snapshots::preview_1::{types, wasi_snapshot_preview1 as preview1};
 use wasi_common::{Table, WasiCtx};
@@ -33,25 +35,55 @@ const ERRNO_INVAL: i32 = 28;
 const ERRNO_INTR: i32 = 27;
 
 /// A directory granted to the guest: host path and the guest path it appears as.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its files are read once, on the first run that needs them, into a
+/// [`Snapshot`] that every run of the grant (and of its clones) starts from.
+#[derive(Debug, Clone)]
 pub struct Grant {
     /// The host directory.
     pub host: PathBuf,
     /// Where the guest sees it.
     pub guest: String,
+    snapshot: Arc<OnceLock<Result<Arc<Snapshot>, String>>>,
 }
 
+impl PartialEq for Grant {
+    fn eq(&self, other: &Grant) -> bool {
+        self.host == other.host && self.guest == other.guest
+    }
+}
+
+impl Eq for Grant {}
+
 impl Grant {
+    /// The host directory `host`, seen by the guest as `guest`.
+    pub fn new(host: PathBuf, guest: String) -> Grant {
+        Grant {
+            host,
+            guest,
+            snapshot: Arc::default(),
+        }
+    }
+
     /// `HOST[:GUEST]` (`--dir`); the guest path defaults to the host path.
     pub fn parse(spec: &str) -> Result<Grant> {
         let (host, guest) = spec.split_once(':').unwrap_or((spec, spec));
         if host.is_empty() || guest.is_empty() {
             anyhow::bail!("bad --dir `{spec}` (expected HOST[:GUEST])");
         }
-        Ok(Grant {
-            host: PathBuf::from(host),
-            guest: guest.to_string(),
-        })
+        Ok(Grant::new(PathBuf::from(host), guest.to_string()))
+    }
+
+    /// The files every run of this grant starts from, read on first use.
+    pub fn snapshot(&self) -> Result<Arc<Snapshot>> {
+        self.snapshot
+            .get_or_init(|| {
+                Snapshot::load(&self.host)
+                    .map(Arc::new)
+                    .map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+            .map_err(anyhow::Error::msg)
     }
 }
 
@@ -353,13 +385,7 @@ pub fn context(
         ctx.push_env(k, v)?;
     }
     for g in grants {
-        let dir = wasi_common::sync::Dir::open_ambient_dir(
-            &g.host,
-            wasi_common::sync::ambient_authority(),
-        )
-        .with_context(|| format!("--dir {}: cannot open", g.host.display()))?;
-        let dir = wasi_common::sync::dir::Dir::from_cap_std(dir);
-        ctx.push_preopened_dir(Box::new(dir), &g.guest)?;
+        ctx.push_preopened_dir(g.snapshot()?.preopen(), &g.guest)?;
     }
     Ok(ctx)
 }
