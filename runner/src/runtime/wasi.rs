@@ -37,7 +37,7 @@ const ERRNO_INTR: i32 = 27;
 /// A directory granted to the guest: host path and the guest path it appears as.
 ///
 /// Its files are read once, on the first run that needs them, into a
-/// [`Snapshot`] that every run of the grant (and of its clones) starts from.
+/// snapshot (`runtime::files`) that every run of the grant (and of its clones) starts from.
 #[derive(Debug, Clone)]
 pub struct Grant {
     /// The host directory.
