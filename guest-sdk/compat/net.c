@@ -1,13 +1,59 @@
 /*
- * heddle guest SDK: sockets and name resolution (declared by the SDK's
- * <sys/socket.h> and <netdb.h>). The sandbox has no network: each call
- * fails with ENOSYS.
+ * heddle guest SDK: pipes, socket pairs, sockets and name resolution
+ * (declared by the SDK's <unistd.h>, <sys/socket.h> and <netdb.h>). Pipes
+ * and AF_UNIX stream socket pairs are channels inside the run, answered by
+ * heddle (reads, writes, poll and close go through wasi-libc to heddle's
+ * WASI calls). The sandbox has no network: the other socket calls fail
+ * with ENOSYS.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
 #include "unsupported.h"
+
+/* ---- pipes and socket pairs: channels inside the run ------------------- */
+
+__attribute__((import_module("heddle"), import_name("pipe")))
+int __heddle_pipe(int *fds, int flags);
+__attribute__((import_module("heddle"), import_name("socketpair")))
+int __heddle_socketpair(int *fds, int flags);
+
+int pipe2(int fds[2], int flags) {
+    if (flags & ~(O_NONBLOCK | O_CLOEXEC)) {
+        errno = EINVAL;
+        return -1;
+    }
+    int err = __heddle_pipe(fds, (flags & O_NONBLOCK) ? 1 : 0);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+int pipe(int fds[2]) { return pipe2(fds, 0); }
+
+int socketpair(int domain, int type, int protocol, int fds[2]) {
+    int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (domain != AF_UNIX) {
+        /* Linux: an IP socket pair is not supported, other families are. */
+        errno = (domain == AF_INET || domain == AF_INET6) ? EOPNOTSUPP : EAFNOSUPPORT;
+        return -1;
+    }
+    if (kind != SOCK_STREAM || protocol != 0) {
+        errno = EPROTONOSUPPORT;
+        return -1;
+    }
+    int err = __heddle_socketpair(fds, (type & SOCK_NONBLOCK) ? 1 : 0);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
 
 /* ---- sockets and name resolution: no network in the sandbox ------------ */
 
@@ -16,14 +62,6 @@ int socket(int domain, int type, int protocol) {
     (void)type;
     (void)protocol;
     ENOSYS_CALL("socket");
-    return -1;
-}
-int socketpair(int domain, int type, int protocol, int fds[2]) {
-    (void)domain;
-    (void)type;
-    (void)protocol;
-    (void)fds;
-    ENOSYS_CALL("socketpair");
     return -1;
 }
 int connect(int fd, const struct sockaddr *addr, socklen_t len) {

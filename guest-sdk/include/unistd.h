@@ -2,7 +2,8 @@
  * <unistd.h> for heddle: wasi-libc's header, plus the user and group ids
  * WASI hides. The guest SDK compatibility library answers them with one
  * fixed user: uid and gid 1000 (see docs/guide/projects.md), and sends
- * SIGALRM for alarm() on heddle's virtual clock (docs/guide/signals.md).
+ * SIGALRM for alarm() on heddle's virtual clock (docs/guide/signals.md),
+ * and pipe()/pipe2(), channels inside the run that heddle answers.
  */
 #include_next <unistd.h>
 
@@ -23,6 +24,8 @@ int setgid(gid_t);
 int setegid(gid_t);
 unsigned alarm(unsigned);
 int pause(void);
+int pipe(int[2]);
+int pipe2(int[2], int);
 
 #ifdef __cplusplus
 }

@@ -302,3 +302,21 @@ pub fn fuzz_expecting(args: &[&str], code: i32) -> (tempfile::TempDir, String) {
     );
     (dir, stdout)
 }
+
+/// The absolute path of test program `name` under `tests/programs/`.
+pub fn prog(name: &str) -> String {
+    repo()
+        .join("tests/programs")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn path_str(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// A command's stdout, then its stderr.
+pub fn all_output(out: &std::process::Output) -> String {
+    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
+}

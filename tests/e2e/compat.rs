@@ -7,23 +7,6 @@ use crate::common::*;
 use heddle::cc::compile::CcRequest;
 use heddle::instrument::{self, Config};
 use std::path::{Path, PathBuf};
-use std::process::Output;
-
-fn prog(name: &str) -> String {
-    repo()
-        .join("tests/programs")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn all_output(out: &Output) -> String {
-    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
-}
 
 /// Links `args` into `out` as `heddle cc` does: with signature-mismatch
 /// stubs kept for their adapters (linking again to keep a definition that

@@ -18,6 +18,7 @@ mod library;
 mod long_report;
 mod many;
 mod memcheck;
+mod pipes;
 mod plans;
 mod portable;
 mod projects;

@@ -63,10 +63,6 @@ fn heddle_debian(args: &[&str], cache: Option<&Path>) -> Output {
     c.output().expect("run heddle")
 }
 
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
 /// Makes sure the toolchain is installed before a test looks at the exact
 /// stderr of `heddle cc`: on first use `heddle cc` installs it (printing its
 /// progress) before it even looks at its arguments.

@@ -187,6 +187,12 @@ host_calls! {
         /// one of the calling thread's futex waits since it last asked
         /// (cleared by asking), else 0.
         SigInterrupted = "sig_interrupted" () -> (I32);
+        /// `pipe(fds, flags) -> errno`: a new pipe, its read and write
+        /// descriptors written to `fds` (bit 0 of `flags`: `O_NONBLOCK`).
+        Pipe = "pipe" (I32, I32) -> (I32);
+        /// `socketpair(fds, flags) -> errno`: a new pair of connected
+        /// stream sockets, as `pipe`.
+        SocketPair = "socketpair" (I32, I32) -> (I32);
     }
 }
 

@@ -251,6 +251,10 @@ impl Hasher for FxHasher {
 
 type Fx = BuildHasherDefault<FxHasher>;
 
+/// Synchronisation objects that are not memory are keyed from here: a
+/// word's key is its address over 4, below 2^30.
+const OBJECT_KEYS: u32 = 1 << 30;
+
 /// The happens-before state of one run.
 #[derive(Debug, Default, Clone)]
 pub struct Detector {
@@ -532,8 +536,23 @@ impl Detector {
 
     /// An atomic read of the word at `addr`.
     pub fn acquire(&mut self, t: Tid, addr: u32) {
+        self.acquire_key(t, addr >> 2);
+    }
+
+    /// An acquire of synchronisation object `id` that is not memory (a
+    /// pipe's channel): its key is past every word's.
+    pub fn acquire_object(&mut self, t: Tid, id: u32) {
+        self.acquire_key(t, OBJECT_KEYS | id);
+    }
+
+    /// A release of object `id` ([`Detector::acquire_object`]).
+    pub fn release_object(&mut self, t: Tid, id: u32) {
+        self.release_key(t, OBJECT_KEYS | id);
+    }
+
+    fn acquire_key(&mut self, t: Tid, key: u32) {
         self.thread(t);
-        if let Some(l) = self.sync.get(&(addr >> 2)) {
+        if let Some(l) = self.sync.get(&key) {
             let c = &mut self.threads[t as usize];
             if !l.covered_by(t, c) {
                 l.join_into(c);
@@ -544,9 +563,13 @@ impl Detector {
 
     /// An atomic write of the word at `addr`.
     pub fn release(&mut self, t: Tid, addr: u32) {
+        self.release_key(t, addr >> 2);
+    }
+
+    fn release_key(&mut self, t: Tid, key: u32) {
         self.thread(t);
         let c = &self.threads[t as usize];
-        let l = self.sync.entry(addr >> 2).or_default();
+        let l = self.sync.entry(key).or_default();
         if l.covered_by(t, c) {
             // The join would give `t`'s clock itself.
             let snap = snapshot(&mut self.snaps, t, c, self.joins[t as usize]);

@@ -226,6 +226,13 @@ pub enum Block {
         /// The signals it waits for.
         set: u64,
     },
+    /// In a read, write or poll of pipes or socket pairs
+    /// (`runtime::pipes`), until one of their channels changes or
+    /// `deadline` (a poll's timeout).
+    Io {
+        /// The virtual time it times out at, if any.
+        deadline: Option<u64>,
+    },
 }
 
 impl Block {
@@ -235,6 +242,7 @@ impl Block {
             Block::Futex { deadline, .. } => deadline,
             Block::Sleep { deadline } => Some(deadline),
             Block::Signal { .. } => None,
+            Block::Io { deadline } => deadline,
         }
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod hooks;
 pub(crate) mod memcheck;
 pub(crate) mod memory;
 pub(crate) mod overflow;
+pub(crate) mod pipes;
 pub mod plain;
 pub(crate) mod progress;
 pub(crate) mod races;
@@ -461,6 +462,7 @@ impl Program {
         wasi::add_to_linker(&mut linker)?;
         hooks::add_to_linker(&mut linker)?;
         signals::add_to_linker(&mut linker)?;
+        pipes::add_to_linker(&mut linker)?;
         for imp in module.imports() {
             if !provided(imp.module(), imp.name()) {
                 bail!(
@@ -1276,6 +1278,20 @@ impl Program {
                         // there (the stack is captured for such waits).
                         None => user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
                     },
+                    stack,
+                });
+            } else if let Status::Blocked(crate::model::Block::Io { .. }) = t.status {
+                // In a read, write or poll of pipes: the object is what it
+                // waits to read or write.
+                let stack = self.symbolize(&t.block_stack);
+                threads.push(BlockedThread {
+                    tid: i as Tid,
+                    name: t.name.clone(),
+                    addr: 0,
+                    object: Some(st.io.describe(i as Tid)),
+                    owner: None,
+                    holds: self.held_locks(&t.holds),
+                    waits_at: user_line(&stack).unwrap_or_else(|| self.site_text(t.block_site)),
                     stack,
                 });
             } else if let Status::Blocked(crate::model::Block::Signal { set }) = t.status {
@@ -2218,6 +2234,7 @@ mod interface_tests {
         let mut linker: Linker<ThreadCtx> = Linker::new(&e);
         hooks::add_to_linker(&mut linker).unwrap();
         signals::add_to_linker(&mut linker).unwrap();
+        pipes::add_to_linker(&mut linker).unwrap();
         linker
             .instantiate_pre(&module)
             .expect("heddle's host functions match their declarations");

@@ -906,6 +906,9 @@ pub fn add_sdk<T: 'static>(linker: &mut Linker<T>, memory: MemoryFn<T>) -> Resul
     linker.func_wrap(m, SdkImport::SigPending.name(), || 0u64)?;
     linker.func_wrap(m, SdkImport::SigTimer.name(), |_: u64, _: u64| 0u64)?;
     linker.func_wrap(m, SdkImport::SigInterrupted.name(), || 0i32)?;
+    // No pipes without heddle (ENOSYS).
+    linker.func_wrap(m, SdkImport::Pipe.name(), |_: u32, _: u32| 52i32)?;
+    linker.func_wrap(m, SdkImport::SocketPair.name(), |_: u32, _: u32| 52i32)?;
     linker.func_wrap(
         m,
         SdkImport::SigWait.name(),

@@ -141,6 +141,18 @@ impl Races {
         self.hb.acquire(tid, addr);
     }
 
+    /// `tid` wrote to pipe channel `chan` (or closed it).
+    #[inline]
+    pub fn sent(&mut self, tid: Tid, chan: u32) {
+        self.hb.release_object(tid, chan);
+    }
+
+    /// `tid` read from pipe channel `chan`.
+    #[inline]
+    pub fn received(&mut self, tid: Tid, chan: u32) {
+        self.hb.acquire_object(tid, chan);
+    }
+
     /// `joiner`'s `pthread_join` of `joined` returned.
     #[inline]
     pub fn joined(&mut self, joiner: Tid, joined: Tid) {

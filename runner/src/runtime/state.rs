@@ -717,6 +717,8 @@ pub struct RunState {
     pub signals: Signals,
     /// The guest's `random_get` stream.
     random: GuestRandom,
+    /// Pipes and socket pairs (`runtime::pipes`).
+    pub io: super::pipes::Io,
 }
 
 /// The timers' entry of the process's `alarm` (no thread has this id).
@@ -949,6 +951,7 @@ impl RunState {
             },
             handles,
             signals: Signals::default(),
+            io: Default::default(),
             random: GuestRandom::new(seed),
         }
     }
@@ -1618,7 +1621,9 @@ impl RunState {
         let unblocked = th.sig_mask & b == 0;
         match th.status {
             Status::Blocked(Block::Signal { set }) if set & b != 0 => self.interrupt(target),
-            Status::Blocked(Block::Futex { .. } | Block::Sleep { .. }) if unblocked => {
+            Status::Blocked(Block::Futex { .. } | Block::Sleep { .. } | Block::Io { .. })
+                if unblocked =>
+            {
                 self.interrupt(target)
             }
             Status::Ready if unblocked => self.refile(target),
@@ -1676,6 +1681,38 @@ impl RunState {
         th.wake_result = 0;
         th.interrupted = true;
         self.woken(tid, site);
+    }
+
+    /// Channels `chans` of the pipes changed (bytes moved, an end closed):
+    /// the threads waiting on them can run again and look.
+    pub fn io_changed(&mut self, chans: &[u32]) {
+        for t in self.io.changed(chans) {
+            let th = &self.threads[t as usize];
+            let Status::Blocked(b) = th.status else {
+                continue;
+            };
+            if let Some(d) = b.deadline() {
+                self.timers.remove(&(d, t));
+            }
+            let site = th.block_site;
+            self.threads[t as usize].wake_result = 0;
+            self.woken(t, site);
+        }
+    }
+
+    /// `tid` wrote to channel `chan`, or closed it: a release, for the
+    /// race detector.
+    pub fn io_sent(&mut self, tid: Tid, chan: u32) {
+        if let Some(races) = &mut self.checkers.races {
+            races.sent(tid, chan);
+        }
+    }
+
+    /// `tid` read from channel `chan` (or its end): an acquire.
+    pub fn io_received(&mut self, tid: Tid, chan: u32) {
+        if let Some(races) = &mut self.checkers.races {
+            races.received(tid, chan);
+        }
     }
 
     /// Thread `tid`, blocked at `site`, can run again: its next event is

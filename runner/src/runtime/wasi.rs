@@ -16,6 +16,7 @@
 use super::files::Snapshot;
 use super::hooks::{end_err, read_bytes, write_bytes, HostResult};
 use super::memory::GuestMemory;
+use super::pipes;
 use super::state::Outcome;
 use super::ThreadCtx;
 use crate::model::{Block, Clock, EventKind, Pending};
@@ -235,6 +236,11 @@ impl Answers {
     /// anything but an error number.
     pub fn std_open(&self) -> bool {
         self.std_untouched.load(Relaxed)
+    }
+
+    /// Notes that a descriptor was added to the table (a pipe's).
+    pub fn table_changed(&self) {
+        self.std_untouched.store(false, Relaxed);
     }
 
     /// Notes the result of a call to `fd_close` or `fd_renumber`: unless it
@@ -480,34 +486,143 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         )?;
     }
 
-    linker.func_wrap(
+    linker.func_wrap_async(
         WASI,
         "fd_write",
-        |mut caller: Caller<'_, ThreadCtx>,
-         fd: i32,
-         iovs: i32,
-         count: i32,
-         written: i32|
-         -> HostResult<i32> {
-            let ctx = caller.data();
-            if ctx.memory_export {
-                if let Some(buffer) = ctx.answers.std_buffer(&ctx.wasi, fd) {
-                    let st = ctx.run.get();
-                    if std_write(
-                        st.guest(),
-                        buffer,
+        |mut caller: Caller<'_, ThreadCtx>, (fd, iovs, count, written): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if caller.data().run.get().io.end(fd as u32).is_some() {
+                    return pipes::write(
+                        &mut caller,
+                        fd as u32,
                         iovs as u32,
                         count as u32,
                         written as u32,
                     )
-                    .is_some()
-                    {
-                        return Ok(ERRNO_SUCCESS);
+                    .await;
+                }
+                let ctx = caller.data();
+                if ctx.memory_export {
+                    if let Some(buffer) = ctx.answers.std_buffer(&ctx.wasi, fd) {
+                        let st = ctx.run.get();
+                        if std_write(
+                            st.guest(),
+                            buffer,
+                            iovs as u32,
+                            count as u32,
+                            written as u32,
+                        )
+                        .is_some()
+                        {
+                            return Ok(ERRNO_SUCCESS);
+                        }
                     }
                 }
+                by_wasi_common(&mut caller, |ctx, mem| {
+                    settle(preview1::fd_write(ctx, mem, fd, iovs, count, written))
+                })
+            })
+        },
+    )?;
+
+    // Reads, sends and receives: pipes' and socket pairs' are heddle's.
+    linker.func_wrap_async(
+        WASI,
+        "fd_read",
+        |mut caller: Caller<'_, ThreadCtx>, (fd, iovs, count, nread): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if caller.data().run.get().io.end(fd as u32).is_some() {
+                    let (fd, iovs, count, nread) =
+                        (fd as u32, iovs as u32, count as u32, nread as u32);
+                    return pipes::read(&mut caller, fd, iovs, count, nread, false).await;
+                }
+                by_wasi_common(&mut caller, |ctx, mem| {
+                    settle(preview1::fd_read(ctx, mem, fd, iovs, count, nread))
+                })
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        WASI,
+        "sock_recv",
+        |mut caller: Caller<'_, ThreadCtx>,
+         (fd, iovs, count, flags, nread, oflags): (i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                if caller.data().run.get().io.end(fd as u32).is_some() {
+                    // RECV_PEEK is bit 0; RECV_WAITALL (bit 1) reads what
+                    // there is, as a stream socket may.
+                    let peek = flags & 1 != 0;
+                    let r = pipes::read(
+                        &mut caller,
+                        fd as u32,
+                        iovs as u32,
+                        count as u32,
+                        nread as u32,
+                        peek,
+                    )
+                    .await?;
+                    if r == ERRNO_SUCCESS {
+                        write_bytes(&caller.data().run.get(), oflags as u32, &0u16.to_le_bytes())?;
+                    }
+                    return Ok(r);
+                }
+                by_wasi_common(&mut caller, |ctx, mem| {
+                    settle(preview1::sock_recv(
+                        ctx, mem, fd, iovs, count, flags, nread, oflags,
+                    ))
+                })
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        WASI,
+        "sock_send",
+        |mut caller: Caller<'_, ThreadCtx>,
+         (fd, iovs, count, flags, sent): (i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                if caller.data().run.get().io.end(fd as u32).is_some() {
+                    return pipes::write(
+                        &mut caller,
+                        fd as u32,
+                        iovs as u32,
+                        count as u32,
+                        sent as u32,
+                    )
+                    .await;
+                }
+                by_wasi_common(&mut caller, |ctx, mem| {
+                    settle(preview1::sock_send(ctx, mem, fd, iovs, count, flags, sent))
+                })
+            })
+        },
+    )?;
+    linker.func_wrap(
+        WASI,
+        "sock_shutdown",
+        |mut caller: Caller<'_, ThreadCtx>, fd: i32, how: i32| -> HostResult<i32> {
+            if caller.data().run.get().io.end(fd as u32).is_some() {
+                return Ok(pipes::shutdown(&caller, fd as u32, how as u8));
             }
             by_wasi_common(&mut caller, |ctx, mem| {
-                settle(preview1::fd_write(ctx, mem, fd, iovs, count, written))
+                settle(preview1::sock_shutdown(ctx, mem, fd, how))
+            })
+        },
+    )?;
+    linker.func_wrap(
+        WASI,
+        "fd_fdstat_set_flags",
+        |mut caller: Caller<'_, ThreadCtx>, fd: i32, flags: i32| -> HostResult<i32> {
+            // wasi-common cannot change a descriptor's flags once threads
+            // share its table; a pipe's are heddle's (FDFLAGS_NONBLOCK is
+            // bit 2; `fd_fdstat_get` reports them).
+            let mut st = caller.data().run.get();
+            if st.io.end(fd as u32).is_some() {
+                st.io.set_nonblock(fd as u32, flags & 4 != 0);
+                return Ok(ERRNO_SUCCESS);
+            }
+            drop(st);
+            by_wasi_common(&mut caller, |ctx, mem| {
+                settle(preview1::fd_fdstat_set_flags(ctx, mem, fd, flags))
             })
         },
     )?;
@@ -528,9 +643,17 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
                     return Ok(ERRNO_SUCCESS);
                 }
             }
-            by_wasi_common(&mut caller, |ctx, mem| {
+            let r = by_wasi_common(&mut caller, |ctx, mem| {
                 settle(preview1::fd_fdstat_get(ctx, mem, fd, out))
-            })
+            });
+            if matches!(r, Ok(ERRNO_SUCCESS)) {
+                let st = caller.data().run.get();
+                if let Some(end) = st.io.end(fd as u32) {
+                    let flags: u16 = if end.nonblock { 4 } else { 0 };
+                    write_bytes(&st, out as u32 + 2, &flags.to_le_bytes())?;
+                }
+            }
+            r
         },
     )?;
 
@@ -545,6 +668,9 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             let r = by_wasi_common(&mut caller, |ctx, mem| {
                 settle(preview1::fd_close(ctx, mem, fd))
             });
+            if matches!(r, Ok(ERRNO_SUCCESS)) {
+                pipes::closed(&caller, fd as u32, None);
+            }
             caller.data().answers.table_call(r)
         },
     )?;
@@ -555,6 +681,9 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
             let r = by_wasi_common(&mut caller, |ctx, mem| {
                 settle(preview1::fd_renumber(ctx, mem, from, to))
             });
+            if matches!(r, Ok(ERRNO_SUCCESS)) {
+                pipes::closed(&caller, to as u32, Some(from as u32));
+            }
             caller.data().answers.table_call(r)
         },
     )?;
@@ -638,7 +767,7 @@ fn settle(call: impl std::future::Future<Output = HostResult<i32>>) -> HostResul
 
 enum Sub {
     Clock { userdata: u64, deadline: u64 },
-    Fd { userdata: u64, kind: u8 },
+    Fd { userdata: u64, kind: u8, fd: u32 },
 }
 
 async fn poll_oneoff(
@@ -683,7 +812,11 @@ async fn poll_oneoff(
                     };
                     v.push(Sub::Clock { userdata, deadline });
                 }
-                k @ (1 | 2) => v.push(Sub::Fd { userdata, kind: k }),
+                k @ (1 | 2) => v.push(Sub::Fd {
+                    userdata,
+                    kind: k,
+                    fd: u32::from_le_bytes(s[16..20].try_into().expect("4 bytes")),
+                }),
                 _ => return Ok(ERRNO_INVAL),
             }
         }
@@ -719,29 +852,75 @@ async fn poll_oneoff(
             }
         }
     }
-    let st = run.get();
+    loop {
+        let (out, chans) = poll_events(&run.get(), &parsed);
+        if !out.is_empty() || !has_fd {
+            let st = run.get();
+            write_bytes(&st, events, &out)?;
+            write_bytes(&st, nevents, &((out.len() / 32) as u32).to_le_bytes())?;
+            return Ok(ERRNO_SUCCESS);
+        }
+        // Only pipes and socket pairs that are not ready: wait for one of
+        // them to change, or for the earliest timeout.
+        if pipes::wait(caller, chans, earliest).await? {
+            return Ok(ERRNO_INTR);
+        }
+    }
+}
+
+/// The events of `subs` that happened (32 bytes each), and the pipe
+/// channels of the descriptors that are not ready. A descriptor that is not
+/// a pipe's or a socket pair's is always ready; a due timeout is an event
+/// only when no descriptor is ready.
+fn poll_events(st: &super::state::RunState, subs: &[Sub]) -> (Vec<u8>, Vec<(u32, bool)>) {
+    /// `__WASI_ERRNO_PIPE`, and `__WASI_EVENTRWFLAGS_FD_READWRITE_HANGUP`.
+    const ERRNO_PIPE: u16 = 64;
+    const HANGUP: u16 = 1;
     let now = st.clock.now();
     let mut out = Vec::new();
-    for s in &parsed {
+    let mut chans = Vec::new();
+    for s in subs {
         let mut ev = [0u8; 32];
-        match *s {
-            Sub::Clock { userdata, deadline } => {
-                if has_fd || deadline > now {
-                    continue;
-                }
-                ev[0..8].copy_from_slice(&userdata.to_le_bytes());
-                ev[10] = 0;
-            }
-            Sub::Fd { userdata, kind } => {
-                ev[0..8].copy_from_slice(&userdata.to_le_bytes());
-                ev[10] = kind;
-            }
+        let Sub::Fd { userdata, kind, fd } = *s else {
+            continue;
+        };
+        let write = kind == 2;
+        let ready = match st.io.end(fd) {
+            None => Some(pipes::Ready {
+                bytes: 0,
+                hangup: false,
+                error: false,
+            }),
+            Some(_) => st.io.ready(fd, write),
+        };
+        let Some(r) = ready else {
+            chans.extend(st.io.chan_of(fd, write).map(|c| (c, write)));
+            continue;
+        };
+        ev[0..8].copy_from_slice(&userdata.to_le_bytes());
+        if r.error {
+            ev[8..10].copy_from_slice(&ERRNO_PIPE.to_le_bytes());
+        }
+        ev[10] = kind;
+        ev[16..24].copy_from_slice(&r.bytes.to_le_bytes());
+        if r.hangup {
+            ev[24..26].copy_from_slice(&HANGUP.to_le_bytes());
         }
         out.extend_from_slice(&ev);
     }
-    write_bytes(&st, events, &out)?;
-    write_bytes(&st, nevents, &((out.len() / 32) as u32).to_le_bytes())?;
-    Ok(ERRNO_SUCCESS)
+    if out.is_empty() {
+        for s in subs {
+            match *s {
+                Sub::Clock { userdata, deadline } if deadline <= now => {
+                    let mut ev = [0u8; 32];
+                    ev[0..8].copy_from_slice(&userdata.to_le_bytes());
+                    out.extend_from_slice(&ev);
+                }
+                _ => {}
+            }
+        }
+    }
+    (out, chans)
 }
 
 #[cfg(test)]
