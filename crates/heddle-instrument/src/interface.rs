@@ -227,7 +227,8 @@ mod tests {
         let compat = concat!(
             include_str!("../../../guest-sdk/compat/compat.c"),
             include_str!("../../../guest-sdk/compat/signals.c"),
-            include_str!("../../../guest-sdk/compat/semaphore.c")
+            include_str!("../../../guest-sdk/compat/semaphore.c"),
+            include_str!("../../../guest-sdk/compat/net.c")
         );
         let mut guest: Vec<&str> = header
             .split("HEDDLE_IMPORT(\"")

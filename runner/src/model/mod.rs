@@ -3,6 +3,7 @@
 //! perform. The runtime drives it; strategies read it.
 
 pub(crate) mod addrmap;
+pub(crate) mod channels;
 pub(crate) mod clock;
 pub(crate) mod futex;
 pub mod hb;
@@ -227,7 +228,7 @@ pub enum Block {
         set: u64,
     },
     /// In a read, write or poll of pipes or socket pairs
-    /// (`runtime::pipes`), until one of their channels changes or
+    /// (`model::channels`), until one of their channels changes or
     /// `deadline` (a poll's timeout).
     Io {
         /// The virtual time it times out at, if any.

@@ -717,8 +717,8 @@ pub struct RunState {
     pub signals: Signals,
     /// The guest's `random_get` stream.
     random: GuestRandom,
-    /// Pipes and socket pairs (`runtime::pipes`).
-    pub io: super::pipes::Io,
+    /// Pipes and socket pairs (`model::channels`).
+    pub io: crate::model::channels::Io,
 }
 
 /// The timers' entry of the process's `alarm` (no thread has this id).
