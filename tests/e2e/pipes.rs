@@ -48,7 +48,7 @@ fn a_wake_up_lost_before_poll_is_a_deadlock_found_and_replayed() {
             "--runs",
             "300",
             "-j",
-            "2",
+            "1",
             "--out",
             path_str(camp.path()),
         ]);
