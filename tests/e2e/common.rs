@@ -283,14 +283,17 @@ pub fn replays_the_same_twice(replay: &str, needle: &str) {
 }
 
 /// `heddle fuzz ARGS… --out DIR` into a fresh directory (kept alive by the
-/// returned guard, with the replay files in it): asserts the exit code (0:
-/// every run passed, 1: a failure was found) and returns the stdout.
+/// returned guard, with the replay files in it; `--out` goes before the
+/// program's own arguments, after a `--`): asserts the exit code (0: every
+/// run passed, 1: a failure was found) and returns the stdout.
 pub fn fuzz_expecting(args: &[&str], code: i32) -> (tempfile::TempDir, String) {
     let dir = tempdir();
     let out_dir = dir.path().join("campaign");
+    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let mut all = vec!["fuzz"];
-    all.extend_from_slice(args);
+    all.extend_from_slice(&args[..split]);
     all.extend(["--out", out_dir.to_str().unwrap()]);
+    all.extend_from_slice(&args[split..]);
     let out = heddle_out(&all);
     let stdout = text(&out.stdout);
     assert_eq!(

@@ -311,20 +311,10 @@ fn a_granted_directory_is_the_same_for_every_run_and_every_replay() {
         v.sort();
         v
     };
-    let camp = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
-        path_str(&wasm),
-        "--dir",
-        &grant,
-        "--runs",
-        "200",
-        "-j",
-        "2",
-        "--out",
-        path_str(camp.path()),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    fuzz_expecting(
+        &[path_str(&wasm), "--dir", &grant, "--runs", "200", "-j", "2"],
+        0,
+    );
     // The host directory is as it was.
     assert_eq!(listing(data.path()), ["input.txt"]);
     assert_eq!(
@@ -333,9 +323,7 @@ fn a_granted_directory_is_the_same_for_every_run_and_every_replay() {
     );
     // The racy variant fails, leaving its files in its own run only; its
     // replay reproduces every time and the host directory stays as granted.
-    let camp = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
+    let args = [
         path_str(&wasm),
         "--dir",
         &grant,
@@ -343,28 +331,11 @@ fn a_granted_directory_is_the_same_for_every_run_and_every_replay() {
         "300",
         "-j",
         "2",
-        "--out",
-        path_str(camp.path()),
         "--",
         "racy",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
-    let replay = std::fs::read_dir(camp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.contains("assertion") && name.ends_with(".toml")
-        })
-        .unwrap_or_else(|| panic!("no assertion replay: {}", all_output(&out)));
-    for _ in 0..2 {
-        let out = heddle_out(&["replay", path_str(&replay)]);
-        assert!(
-            text(&out.stdout).contains("replay reproduced"),
-            "{}",
-            all_output(&out)
-        );
-    }
+    ];
+    let (_camp, stdout) = fuzz_expecting(&args, 1);
+    replays_the_same_twice(&printed_replay(&stdout), "records_written == lines");
     assert_eq!(listing(data.path()), ["input.txt"]);
 }
 

@@ -21,18 +21,7 @@ fn pipes_and_socket_pairs_behave_as_on_linux_with_no_race_across_the_pipe() {
         "{}",
         all_output(&out)
     );
-    let camp = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
-        path_str(&wasm),
-        "--races",
-        "fail",
-        "--runs",
-        "200",
-        "--out",
-        path_str(camp.path()),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    fuzz_expecting(&[path_str(&wasm), "--races", "fail", "--runs", "200"], 0);
 }
 
 #[test]
@@ -41,60 +30,26 @@ fn a_wake_up_lost_before_poll_is_a_deadlock_found_and_replayed() {
     let wasm = build("pipe_pump.c", dir.path());
     let mut replays = Vec::new();
     for _ in 0..2 {
-        let camp = tempdir();
-        let out = heddle_out(&[
-            "fuzz",
-            path_str(&wasm),
-            "--runs",
-            "300",
-            "-j",
-            "1",
-            "--out",
-            path_str(camp.path()),
-        ]);
-        assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
-        let stdout = text(&out.stdout);
+        // One job: the first failure is the same seed on any machine.
+        let (_camp, stdout) = fuzz_expecting(&[path_str(&wasm), "--runs", "300", "-j", "1"], 1);
         assert!(
             stdout.contains("deadlock")
                 && stdout.contains("for pipe fd 3 to read, pipe fd 5 to read"),
             "{stdout}"
         );
-        let replay = std::fs::read_dir(camp.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.to_string_lossy().contains("deadlock")
-                    && p.extension().is_some_and(|e| e == "toml")
-            })
-            .unwrap_or_else(|| panic!("no deadlock replay: {stdout}"));
-        let out = heddle_out(&["replay", path_str(&replay)]);
-        assert!(
-            text(&out.stdout).contains("replay reproduced"),
-            "{}",
-            all_output(&out)
-        );
+        let replay = printed_replay(&stdout);
+        replays_the_same_twice(&replay, "for pipe fd 3 to read");
         replays.push(std::fs::read(&replay).unwrap());
-        // The campaign directory goes with `camp`.
     }
     assert_eq!(
         replays[0], replays[1],
         "the same campaign writes the same replay"
     );
     // Writing to the wake-up pipe every time is the fix.
-    let camp = tempdir();
-    let out = heddle_out(&[
-        "fuzz",
-        path_str(&wasm),
-        "--runs",
-        "30",
-        "-j",
-        "2",
-        "--out",
-        path_str(camp.path()),
-        "--",
-        "fixed",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    fuzz_expecting(
+        &[path_str(&wasm), "--runs", "30", "-j", "2", "--", "fixed"],
+        0,
+    );
 }
 
 #[test]

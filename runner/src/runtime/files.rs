@@ -76,6 +76,10 @@ impl Tree {
         &self.nodes[ino]
     }
 
+    fn is_dir(&self, ino: Ino) -> bool {
+        matches!(self.nodes[ino].kind, Kind::Dir { .. })
+    }
+
     fn entries(&self, ino: Ino) -> Result<&BTreeMap<String, Ino>, Error> {
         match &self.nodes[ino].kind {
             Kind::Dir { entries, .. } => Ok(entries),
@@ -213,14 +217,14 @@ impl Tree {
                 found = Some((dir, c));
                 stack.push(ino);
             } else {
-                if !matches!(self.node(ino).kind, Kind::Dir { .. }) {
+                if !self.is_dir(ino) {
                     return Err(Error::not_dir());
                 }
                 stack.push(ino);
             }
         }
         let ino = *stack.last().expect("the base stays");
-        if must_dir && !matches!(self.node(ino).kind, Kind::Dir { .. }) {
+        if must_dir && !self.is_dir(ino) {
             return Err(Error::not_dir());
         }
         Ok(match found {
@@ -472,7 +476,7 @@ impl WasiDir for MemDir {
                 }
             }
         })?;
-        let is_dir = matches!(self.fs.read().node(ino).kind, Kind::Dir { .. });
+        let is_dir = self.fs.read().is_dir(ino);
         Ok(if is_dir {
             OpenResult::Dir(Box::new(MemDir {
                 fs: self.fs.clone(),
@@ -573,7 +577,7 @@ impl WasiDir for MemDir {
         self.fs.write(|t| {
             let at = t.resolve(self.ino, path, false)?;
             let ino = at.ino.ok_or_else(Error::not_found)?;
-            if at.must_dir || matches!(t.node(ino).kind, Kind::Dir { .. }) {
+            if at.must_dir || t.is_dir(ino) {
                 return Err(Errno::Isdir.into());
             }
             let name = at.name()?.to_string();
@@ -618,18 +622,17 @@ impl WasiDir for MemDir {
             let from_name = from.name()?.to_string();
             let to = t.resolve(dest.ino, dest_path, false)?;
             let to_name = to.name()?.to_string();
-            let is_dir = |t: &Tree, i: Ino| matches!(t.node(i).kind, Kind::Dir { .. });
-            if is_dir(t, ino) && t.within(to.parent, ino) {
+            if t.is_dir(ino) && t.within(to.parent, ino) {
                 return Err(Error::invalid_argument());
             }
-            if (from.must_dir || to.must_dir) && !is_dir(t, ino) {
+            if (from.must_dir || to.must_dir) && !t.is_dir(ino) {
                 return Err(Error::not_dir());
             }
             if let Some(old) = to.ino {
                 if old == ino {
                     return Ok(());
                 }
-                match (is_dir(t, ino), is_dir(t, old)) {
+                match (t.is_dir(ino), t.is_dir(old)) {
                     (true, false) => return Err(Error::not_dir()),
                     (false, true) => return Err(Errno::Isdir.into()),
                     (true, true) if !t.entries(old)?.is_empty() => {
@@ -658,7 +661,7 @@ impl WasiDir for MemDir {
         self.fs.write(|t| {
             let from = t.resolve(self.ino, path, false)?;
             let ino = from.ino.ok_or_else(Error::not_found)?;
-            if matches!(t.node(ino).kind, Kind::Dir { .. }) {
+            if t.is_dir(ino) {
                 return Err(Error::perm());
             }
             let to = t.resolve(dest.ino, target_path, false)?;

@@ -491,7 +491,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         "fd_write",
         |mut caller: Caller<'_, ThreadCtx>, (fd, iovs, count, written): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if caller.data().run.get().io.end(fd as u32).is_some() {
+                if is_pipe(&caller, fd) {
                     return pipes::write(
                         &mut caller,
                         fd as u32,
@@ -531,7 +531,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         "fd_read",
         |mut caller: Caller<'_, ThreadCtx>, (fd, iovs, count, nread): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if caller.data().run.get().io.end(fd as u32).is_some() {
+                if is_pipe(&caller, fd) {
                     let (fd, iovs, count, nread) =
                         (fd as u32, iovs as u32, count as u32, nread as u32);
                     return pipes::read(&mut caller, fd, iovs, count, nread, false).await;
@@ -548,7 +548,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         |mut caller: Caller<'_, ThreadCtx>,
          (fd, iovs, count, flags, nread, oflags): (i32, i32, i32, i32, i32, i32)| {
             Box::new(async move {
-                if caller.data().run.get().io.end(fd as u32).is_some() {
+                if is_pipe(&caller, fd) {
                     // RECV_PEEK is bit 0; RECV_WAITALL (bit 1) reads what
                     // there is, as a stream socket may.
                     let peek = flags & 1 != 0;
@@ -580,7 +580,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         |mut caller: Caller<'_, ThreadCtx>,
          (fd, iovs, count, flags, sent): (i32, i32, i32, i32, i32)| {
             Box::new(async move {
-                if caller.data().run.get().io.end(fd as u32).is_some() {
+                if is_pipe(&caller, fd) {
                     return pipes::write(
                         &mut caller,
                         fd as u32,
@@ -600,7 +600,7 @@ pub fn add_to_linker(linker: &mut Linker<ThreadCtx>) -> Result<()> {
         WASI,
         "sock_shutdown",
         |mut caller: Caller<'_, ThreadCtx>, fd: i32, how: i32| -> HostResult<i32> {
-            if caller.data().run.get().io.end(fd as u32).is_some() {
+            if is_pipe(&caller, fd) {
                 return Ok(pipes::shutdown(&caller, fd as u32, how as u8));
             }
             by_wasi_common(&mut caller, |ctx, mem| {
@@ -758,6 +758,11 @@ fn by_wasi_common(
         ),
         _ => Err(wasmtime::Error::msg("missing required memory export")),
     }
+}
+
+/// Whether `fd` is a pipe's or a socket pair's (answered by `pipes`).
+fn is_pipe(caller: &Caller<'_, ThreadCtx>, fd: i32) -> bool {
+    caller.data().run.get().io.end(fd as u32).is_some()
 }
 
 /// The result of one of wasi-common's calls, whose futures never wait.
